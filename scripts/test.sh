@@ -4,6 +4,7 @@
 #   lint      ansible-lint, production profile
 #   sanity    ansible-test sanity on a copy laid out as ansible_collections/gb10/serving
 #   unit      pytest tests/unit (modules, module_utils, filters, callback)
+#   engine    rendered engine command lines against the real vLLM argument parser (.venv-engine)
 #   molecule  every scenario under molecule/ (converge, idempotence, verify)
 #   e2e       pytest tests/e2e on the simulated Spark cluster
 # Usage: scripts/test.sh [stage ...]   (default: all stages)
@@ -11,7 +12,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(lint sanity unit molecule e2e)
+[ ${#stages[@]} -gt 0 ] || stages=(lint sanity unit engine molecule e2e)
 
 scripts/setup.sh
 export PATH="$top/.venv/bin:$PATH"
@@ -29,15 +30,34 @@ fi
 run_lint() { ansible-lint --profile production; }
 
 run_sanity() {
+  # ansible-test bootstraps pip in its sanity venvs with a get-pip.py from
+  # ci-files.testing.ansible.com, which is unreachable here: put our offline stand-in where
+  # ansible-test caches that download (tests/sanity/get_pip_offline.py says how it works).
+  local pip_version
+  pip_version=$(python - <<'PY'
+import re, ansible_test, os
+src = open(os.path.join(os.path.dirname(ansible_test.__file__), '_internal', 'python_requirements.py')).read()
+print(re.search(r"pip='([0-9.]+)'", src).group(1))
+PY
+)
+  mkdir -p ~/.ansible/test/cache
+  cp tests/sanity/get_pip_offline.py ~/.ansible/test/cache/get_pip_"${pip_version//./_}".py
   # ansible-test needs the collection at .../ansible_collections/<namespace>/<name>; copy the
   # files git knows about (a symlink would resolve back to the checkout).
   local dest=/tmp/gb10-sanity/ansible_collections/gb10/serving
   rm -rf /tmp/gb10-sanity && mkdir -p "$dest"
-  git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -C "$dest" -xf -
+  git ls-files -z | tar --null -T - -cf - | tar -C "$dest" -xf -
   (cd "$dest" && git init -q && git add -A && ansible-test sanity --venv --python 3.11 --requirements --color no)
 }
 
 run_unit() { python -m pytest -q tests/unit; }
+
+run_engine() {
+  if [ -d tests/engine ]; then
+    scripts/engine-venv.sh
+    .venv-engine/bin/python -m pytest -q tests/engine
+  fi
+}
 
 run_molecule() {
   local scenario

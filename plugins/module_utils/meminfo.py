@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gb10.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Parse /proc/meminfo. Pure functions: the modules read the file, these turn it into numbers."""
 
 from __future__ import absolute_import, division, print_function

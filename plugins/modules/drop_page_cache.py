@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gb10.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -32,14 +32,16 @@ options:
     type: float
     default: 0
 author:
-  - gb10.serving contributors
+  - gb10.serving developers (@gb10-serving)
 notes:
   - In check mode nothing is dropped; the figures are read and C(freed_gib) is C(0).
 attributes:
   check_mode:
     support: full
+    description: Reads and reports the figures; nothing is dropped.
   diff_mode:
     support: none
+    description: Dropping caches changes no file or setting that a diff could show.
 '''
 
 EXAMPLES = r'''
