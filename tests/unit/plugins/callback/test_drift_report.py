@@ -1,0 +1,67 @@
+"""Runs a real ansible-playbook in check mode with the callback enabled and reads its reports."""
+import json
+import os
+import subprocess
+import sys
+from xml.etree import ElementTree
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))))
+
+PLAYBOOK = """
+- name: Drift checks
+  hosts: all
+  gather_facts: false
+  vars:
+    gb10_drift_report: true
+  tasks:
+    - name: Driver packages are held (H1)
+      ansible.builtin.assert:
+        that: true
+    - name: NCCL env file matches the profile (N1)
+      ansible.builtin.copy:
+        dest: "{{ env_file }}"
+        content: "NCCL_IB_DISABLE=0\\n"
+        mode: "0644"
+    - name: No modprobe override file (H2)
+      ansible.builtin.assert:
+        that: false
+        fail_msg: override file is back
+"""
+
+
+def run(tmp_path, check, playbook=PLAYBOOK):
+    (tmp_path / 'drift.yml').write_text(playbook)
+    env = dict(os.environ,
+               ANSIBLE_CALLBACKS_ENABLED='gb10.serving.drift_report',
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(TOP, '.collections'),
+               GB10_DRIFT_REPORT_DIR=str(tmp_path / 'report'),
+               GB10_DRIFT_DEPLOY_PLAYBOOK='playbooks/deploy-m27.yml')
+    cmd = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'),
+           '-i', 'spark1,', '-c', 'local', '-e', 'ansible_python_interpreter=' + sys.executable,
+           '-e', 'env_file=%s' % (tmp_path / 'nccl.env'), str(tmp_path / 'drift.yml')]
+    if check:
+        cmd.insert(1, '--check')
+    proc = subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True)
+    return proc
+
+
+def test_check_run_reports_drift_per_rule(tmp_path):
+    proc = run(tmp_path, check=True)
+    assert proc.returncode != 0  # the failed H2 check fails the run
+    assert not (tmp_path / 'nccl.env').exists()  # check mode changed nothing
+    data = json.loads((tmp_path / 'report' / 'drift-report.json').read_text())
+    found = {(f['host'], f['rule'], f['kind']) for f in data['findings']}
+    assert found == {('spark1', 'N1', 'would_change'), ('spark1', 'H2', 'failed')}
+    assert 'DRIFT: 2 finding(s) on spark1' in proc.stdout
+    assert '--limit spark1' in proc.stdout
+    suite = ElementTree.parse(str(tmp_path / 'report' / 'drift-report.xml')).getroot()
+    assert suite.get('tests') == '3' and suite.get('failures') == '2'
+
+
+def test_plays_without_the_marker_write_no_report(tmp_path):
+    proc = run(tmp_path, check=True,
+               playbook=PLAYBOOK.replace('gb10_drift_report: true', 'gb10_drift_report: false'))
+    assert proc.returncode != 0
+    assert not (tmp_path / 'report').exists()
+    assert 'DRIFT' not in proc.stdout
