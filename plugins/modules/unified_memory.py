@@ -1,0 +1,377 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: unified_memory
+short_description: Account for a GB10 node's unified memory and detect leaked driver memory
+version_added: "0.1.0"
+description:
+  - On GB10 the CPU and the GPU share one LPDDR5X pool. A crashed or hard-stopped container can
+    leave tens of GB held by the driver, invisible to nvidia-smi and not freed by dropping caches
+    or killing processes; only a reboot frees it (rule H4).
+  - Reads C(<proc_root>/meminfo), the GPU's view (NVML through nvidia-ml-py when importable,
+    else C(nvidia-smi --query-gpu) and C(--query-compute-apps)), and CUDA-visible total and free
+    memory (a CUDA probe, because GB10's nvidia-smi reports memory as C([N/A])).
+  - Reports C(unaccounted_gib), memory in use that no process, cache or kernel counter explains,
+    and where CUDA sees the whole pool, the gap between MemAvailable and CUDA's free memory; the
+    larger counts. Run it after dropping caches (M(gb10.serving.drop_page_cache)) and with no
+    GPU workload running, as role C(gb10.serving.leak_recovery) does.
+  - C(leaked) is true when C(unaccounted_gib) exceeds O(leak_threshold_gib) and no GPU process
+    runs. With GPU processes running the module warns instead, since their memory may be the gap.
+  - Reads only; never reports C(changed).
+options:
+  proc_root:
+    description:
+      - Root of the proc filesystem; C(meminfo) and C(<pid>/status) are read below it.
+      - Tests point it at a fixture tree (C(gb10_proc_root)).
+    type: path
+    default: /proc
+  nvidia_smi:
+    description:
+      - nvidia-smi command, split like a shell would (C(gb10_nvidia_smi)). Used when
+        O(gpu_source=nvidia_smi), or with O(gpu_source=auto) when nvidia-ml-py is not importable.
+    type: str
+    default: nvidia-smi
+  gpu_source:
+    description:
+      - Where the GPU's view comes from. C(auto) is NVML when nvidia-ml-py (C(pynvml)) is
+        importable on the node, else nvidia-smi.
+    type: str
+    choices: [auto, nvml, nvidia_smi]
+    default: auto
+  cuda_probe:
+    description:
+      - Command that prints CUDA-visible C(TOTAL FREE) memory in bytes (C(gb10_cuda_probe)).
+      - Empty uses the built-in probe, which calls libcuda through ctypes (cuInit, cuDeviceGet,
+        cuCtxCreate, cuMemGetInfo) and works wherever the NVIDIA driver is installed.
+      - C(none) skips the CUDA view (a node without CUDA); the leak check then uses meminfo only.
+    type: str
+    default: ""
+  leak_threshold_gib:
+    description:
+      - Unaccounted memory above this is a leak. The field reports saw 33 GB per failed run and
+        90 GB on one node, while a healthy node has a few GB no counter explains.
+    type: float
+    default: 10.0
+author:
+  - gb10.serving developers (@gb10-serving)
+notes:
+  - The CUDA probe creates and destroys a CUDA context for a moment; on GB10 that costs a few
+    hundred MB while it runs.
+  - On a discrete GPU CUDA's figures describe its own memory; they are reported, not compared with
+    the system pool (C(unified=false)).
+seealso:
+  - module: gb10.serving.drop_page_cache
+  - module: gb10.serving.memory_balance
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; check mode runs the same reads.
+  diff_mode:
+    support: none
+    description: Nothing is changed.
+'''
+
+EXAMPLES = r'''
+- name: Look for leaked unified memory after dropping caches (H4)
+  gb10.serving.unified_memory:
+    proc_root: "{{ gb10_proc_root | default('/proc') }}"
+    nvidia_smi: "{{ gb10_nvidia_smi | default('nvidia-smi') }}"
+    cuda_probe: "{{ gb10_cuda_probe | default('') }}"
+  register: gb10_memory
+
+- name: Stop here when a node leaked
+  ansible.builtin.assert:
+    that: not gb10_memory.leaked
+    fail_msg: "{{ inventory_hostname }}: {{ gb10_memory.unaccounted_gib }} GiB missing; run playbooks/recover.yml"
+'''
+
+RETURN = r'''
+total_gib:
+  description: MemTotal, the whole unified pool (119.7 on a Spark).
+  returned: always
+  type: float
+  sample: 119.7
+available_gib:
+  description: MemAvailable.
+  returned: always
+  type: float
+  sample: 114.2
+free_gib:
+  description: MemFree.
+  returned: always
+  type: float
+  sample: 113.6
+page_cache_gib:
+  description: Cached plus Buffers (should be small right after a drop, rule H3).
+  returned: always
+  type: float
+  sample: 0.4
+processes_gib:
+  description: Memory held by processes, AnonPages plus Shmem (shared memory, Ray's object store).
+  returned: always
+  type: float
+  sample: 3.1
+kernel_gib:
+  description: Kernel bookkeeping, SUnreclaim plus KernelStack plus PageTables (plus SecPageTables).
+  returned: always
+  type: float
+  sample: 0.37
+gpu_processes_gib:
+  description: Sum of what the GPU reports for its processes; 0 where it reports C([N/A]) (GB10).
+  returned: always
+  type: float
+  sample: 0.0
+cuda_total_gib:
+  description: CUDA-visible total memory; about 62 GB while the DGX OS modprobe override is active (rule H2). Null when O(cuda_probe=none).
+  returned: always
+  type: float
+  sample: 119.7
+cuda_free_gib:
+  description: CUDA-visible free memory (cuMemGetInfo). Null when O(cuda_probe=none).
+  returned: always
+  type: float
+  sample: 114.0
+cuda_sees_whole_pool:
+  description: CUDA's total covers at least 90% of MemTotal. False means the modprobe override is active; null when not unified or no CUDA view.
+  returned: always
+  type: bool
+  sample: true
+unified:
+  description: The GPU reports no memory of its own (nvidia-smi C([N/A]) or NVML NotSupported), so it draws on the system pool, as on GB10.
+  returned: always
+  type: bool
+  sample: true
+unaccounted_gib:
+  description: Memory in use that nothing explains, the larger of the meminfo gap and (unified, whole pool) MemAvailable minus CUDA free.
+  returned: always
+  type: float
+  sample: 33.4
+unaccounted_basis:
+  description: Which figure C(unaccounted_gib) came from, C(meminfo) or C(cuda).
+  returned: always
+  type: str
+  sample: meminfo
+leak_threshold_gib:
+  description: The threshold applied.
+  returned: always
+  type: float
+  sample: 10.0
+leaked:
+  description: C(unaccounted_gib) is above the threshold and no GPU process runs; only a reboot frees it (rule H4).
+  returned: always
+  type: bool
+  sample: true
+gpu_workload:
+  description: At least one GPU compute process runs, so a gap may be its memory and C(leaked) stays false.
+  returned: always
+  type: bool
+  sample: false
+gpu_processes:
+  description: GPU compute processes with what the GPU reports for them and their resident memory.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    pid:
+      description: Process ID.
+      type: int
+    name:
+      description: Process name as the GPU reports it.
+      type: str
+    used_gib:
+      description: GPU memory the GPU reports for it; null where it reports C([N/A]) (GB10).
+      type: float
+    rss_gib:
+      description: VmRSS from C(<proc_root>/<pid>/status); null when the process is not visible there.
+      type: float
+  sample: [{pid: 4121, name: python3, used_gib: null, rss_gib: 61.2}]
+gpus:
+  description: The GPUs as the GPU source lists them; memory figures null where not reported.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: GPU index.
+      type: int
+    name:
+      description: Product name.
+      type: str
+    uuid:
+      description: GPU UUID.
+      type: str
+    memory_total_gib:
+      description: Framebuffer total; null on GB10.
+      type: float
+    memory_free_gib:
+      description: Framebuffer free; null on GB10.
+      type: float
+  sample: [{index: 0, name: NVIDIA GB10, uuid: GPU-5e1f0a73-9c2d-4b8e-a61f-2f0c7d3e9b14, memory_total_gib: null, memory_free_gib: null}]
+driver_version:
+  description: NVIDIA driver version the GPU source reports (rule H1 pins 580.x).
+  returned: always
+  type: str
+  sample: "580.142"
+gpu_source:
+  description: C(nvml) or C(nvidia_smi).
+  returned: always
+  type: str
+  sample: nvidia_smi
+cuda_source:
+  description: C(libcuda) (built-in probe), C(command) or C(none).
+  returned: always
+  type: str
+  sample: libcuda
+'''
+
+import os
+import shlex
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gb10.serving.plugins.module_utils.cuda_probe import (
+    CudaProbeError,
+    parse_probe_output,
+    probe_libcuda,
+)
+from ansible_collections.gb10.serving.plugins.module_utils.meminfo import (
+    MeminfoError,
+    parse_meminfo,
+    to_gib,
+)
+from ansible_collections.gb10.serving.plugins.module_utils.nvidia_smi import (
+    HAS_PYNVML,
+    NvidiaSmiError,
+    apps_query_args,
+    gpu_query_args,
+    nvml_query,
+    parse_apps,
+    parse_gpus,
+)
+from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import assess
+
+
+def read_meminfo(module, proc_root):
+    path = os.path.join(proc_root, 'meminfo')
+    try:
+        with open(path) as handle:
+            return parse_meminfo(handle.read())
+    except (IOError, OSError) as exc:
+        module.fail_json(msg='cannot read %s: %s. Set proc_root (gb10_proc_root) to the proc '
+                             'filesystem of the node.' % (path, exc))
+    except MeminfoError as exc:
+        module.fail_json(msg='%s: %s' % (path, exc))
+
+
+def rss_bytes(proc_root, pid):
+    try:
+        with open(os.path.join(proc_root, str(pid), 'status')) as handle:
+            for line in handle:
+                if line.startswith('VmRSS:'):
+                    return int(line.split()[1]) * 1024
+    except (IOError, OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def run_split(module, command, args, variable):
+    try:
+        argv = shlex.split(command) + args
+    except ValueError as exc:
+        module.fail_json(msg='%s=%r cannot be split into a command: %s' % (variable, command, exc))
+    if not argv:
+        module.fail_json(msg='%s is empty: give the command to run' % variable)
+    try:
+        rc, out, err = module.run_command(argv, handle_exceptions=False)
+    except OSError as exc:
+        rc, out, err = 127, '', str(exc)
+    if rc != 0:
+        module.fail_json(msg='%s failed (rc=%d): %s. Check that the NVIDIA driver is installed and '
+                             'loaded on this node, or set %s.'
+                             % (' '.join(argv), rc, (err or out).strip() or 'no output', variable),
+                         rc=rc, stdout=out, stderr=err)
+    return out
+
+
+def gpu_view(module):
+    source = module.params['gpu_source']
+    if source == 'auto':
+        source = 'nvml' if HAS_PYNVML else 'nvidia_smi'
+    try:
+        if source == 'nvml':
+            if not HAS_PYNVML:
+                module.fail_json(msg='gpu_source=nvml but nvidia-ml-py (pynvml) is not importable '
+                                     'on this node: install it or use gpu_source=nvidia_smi')
+            gpus, apps = nvml_query()
+        else:
+            smi = module.params['nvidia_smi']
+            gpus = parse_gpus(run_split(module, smi, gpu_query_args(), 'nvidia_smi (gb10_nvidia_smi)'))
+            apps = parse_apps(run_split(module, smi, apps_query_args(), 'nvidia_smi (gb10_nvidia_smi)'))
+    except NvidiaSmiError as exc:
+        module.fail_json(msg='GPU view through %s: %s' % (source, exc))
+    return source, gpus, apps
+
+
+def cuda_view(module):
+    probe = module.params['cuda_probe'].strip()
+    if probe == 'none':
+        return 'none', None
+    try:
+        if not probe:
+            return 'libcuda', probe_libcuda()
+        out = run_split(module, probe, [], 'cuda_probe (gb10_cuda_probe)')
+        return 'command', parse_probe_output(out)
+    except CudaProbeError as exc:
+        module.fail_json(msg='CUDA-visible memory: %s (cuda_probe=%r, variable gb10_cuda_probe)'
+                             % (exc, probe))
+
+
+def gib_or_none(value):
+    return None if value is None else to_gib(value)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            proc_root=dict(type='path', default='/proc'),
+            nvidia_smi=dict(type='str', default='nvidia-smi'),
+            gpu_source=dict(type='str', default='auto', choices=['auto', 'nvml', 'nvidia_smi']),
+            cuda_probe=dict(type='str', default=''),
+            leak_threshold_gib=dict(type='float', default=10.0),
+        ),
+        supports_check_mode=True,
+    )
+    if module.params['leak_threshold_gib'] <= 0:
+        module.fail_json(msg='leak_threshold_gib must be above 0, got %s'
+                             % module.params['leak_threshold_gib'])
+    proc_root = module.params['proc_root']
+    fields = read_meminfo(module, proc_root)
+    gpu_source, gpus, apps = gpu_view(module)
+    cuda_source, cuda = cuda_view(module)
+    unified = bool(gpus) and all(gpu['memory_total_bytes'] is None for gpu in gpus)
+    figures = assess(fields, apps, cuda, module.params['leak_threshold_gib'], unified=unified)
+    for warning in figures.pop('warnings'):
+        module.warn(warning)
+    processes = []
+    for app in apps:
+        processes.append({'pid': app['pid'], 'name': app['name'],
+                          'used_gib': gib_or_none(app['used_bytes']),
+                          'rss_gib': gib_or_none(rss_bytes(proc_root, app['pid']))})
+    gpu_list = [{'index': gpu['index'], 'name': gpu['name'], 'uuid': gpu['uuid'],
+                 'memory_total_gib': gib_or_none(gpu['memory_total_bytes']),
+                 'memory_free_gib': gib_or_none(gpu['memory_free_bytes'])} for gpu in gpus]
+    versions = sorted(set(gpu['driver_version'] for gpu in gpus if gpu['driver_version']))
+    module.exit_json(changed=False, gpu_processes=processes, gpus=gpu_list,
+                     driver_version=', '.join(versions), gpu_source=gpu_source,
+                     cuda_source=cuda_source, **figures)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,113 @@
+"""The GB10 fixture kit (tests/fixtures/gb10-sim) as the simulated cluster and molecule use it:
+installed into a scratch root, read by the real unified_memory module."""
+import os
+import subprocess
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.modules import unified_memory
+
+SPARK_POOL = 128522383360  # 119.7 GiB
+OVERRIDE_POOL = 66571993088  # ~62 GB
+
+
+@pytest.fixture
+def kit(tmp_path, fixture_path, monkeypatch):
+    root = tmp_path / 'host'
+    subprocess.run(['sh', fixture_path('gb10-sim', 'install.sh'), str(root)], check=True,
+                   capture_output=True)
+    monkeypatch.setenv('GB10_SIM_ROOT', str(root))
+    monkeypatch.setenv('GB10_SIM_KIT', str(root / 'opt' / 'gb10-sim'))
+
+    class Kit:
+        path = root
+
+        def run(self, *argv):
+            cmd = [str(root / 'opt' / 'gb10-sim' / 'bin' / argv[0])] + list(argv[1:])
+            if argv[0] == 'gb10-test-boot':
+                cmd[0] = str(root / 'usr' / 'local' / 'sbin' / 'gb10-test-boot')
+            return subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+
+        def args(self, **extra):
+            args = {'proc_root': str(root / 'var' / 'lib' / 'gb10-sim' / 'proc'),
+                    'nvidia_smi': str(root / 'opt' / 'gb10-sim' / 'bin' / 'nvidia-smi'),
+                    'gpu_source': 'nvidia_smi',
+                    'cuda_probe': str(root / 'opt' / 'gb10-sim' / 'bin' / 'gb10-cuda-probe')}
+            args.update(extra)
+            return args
+
+    return Kit()
+
+
+def probe(kit):
+    out = kit.run('gb10-cuda-probe')
+    assert out.returncode == 0, out.stderr
+    total, free = (int(x) for x in out.stdout.split())
+    return total, free
+
+
+def test_fresh_node_is_a_healthy_spark(kit, run_module):
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert not failed, result
+    assert result['total_gib'] == 119.7
+    assert result['unified'] is True
+    assert result['driver_version'] == '580.142'
+    assert result['leaked'] is False
+    assert result['unaccounted_gib'] < 1
+
+
+def test_planted_leak_is_detected_and_a_reboot_frees_it(kit, run_module):
+    assert kit.run('gb10-plant-leak', '33').returncode == 0
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert result['leaked'] is True
+    assert 33 <= result['unaccounted_gib'] < 34
+    assert kit.run('gb10-test-boot').returncode == 0
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert result['leaked'] is False
+
+
+def test_persistent_leak_survives_a_reboot(kit, run_module):
+    kit.run('gb10-plant-leak', '40', '--persist')
+    kit.run('gb10-test-boot')
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert result['leaked'] is True
+
+
+def test_override_file_at_boot_caps_cuda_at_62_gb(kit, run_module):
+    assert probe(kit)[0] == SPARK_POOL
+    conf = kit.path / 'etc' / 'modprobe.d' / 'zz-nvidia-drm-override.conf'
+    conf.parent.mkdir(parents=True)
+    conf.write_text('options nvidia-drm modeset=1\n')
+    assert probe(kit)[0] == SPARK_POOL  # only a boot reads it
+    kit.run('gb10-test-boot')
+    total, free = probe(kit)
+    assert total == OVERRIDE_POOL and free <= total
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert result['cuda_sees_whole_pool'] is False
+    conf.unlink()
+    kit.run('gb10-test-boot')
+    assert probe(kit)[0] == SPARK_POOL
+
+
+def test_fake_nvidia_smi_answers_like_gb10(kit, fixture_path):
+    out = kit.run('nvidia-smi', '--query-gpu=driver_version,memory.total', '--format=csv,noheader')
+    assert out.stdout == '580.142, [N/A]\n'
+    assert 'Not Supported' in kit.run('nvidia-smi').stdout
+    bad = kit.run('nvidia-smi', '--query-gpu=memory.bogus', '--format=csv,noheader')
+    with open(fixture_path('nvidia-smi', 'nvidia-h100-80gb-hbm3-580.159.04.invalid-field.txt')) as f:
+        assert bad.stdout.strip() == f.read().splitlines()[0].strip()  # same words as the real one
+    assert bad.returncode == 2
+
+
+def test_set_changes_driver_and_services(kit, run_module):
+    kit.run('gb10-sim-set', 'driver_version=590.44.01', 'services_gib=19')
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert result['driver_version'] == '590.44.01'
+    assert result['processes_gib'] > 19
+    assert result['leaked'] is False  # services are processes, not a leak
+    assert kit.run('gb10-sim-set', 'nonsense=1').returncode == 2
+
+
+def test_plant_leak_rejects_a_non_number(kit):
+    out = kit.run('gb10-plant-leak', 'lots')
+    assert out.returncode == 2 and 'usage' in out.stderr
