@@ -1,0 +1,185 @@
+import ipaddress
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils.roce import (
+    RoceError,
+    compare_nodes,
+    covering_network,
+    gid_ipv4,
+    parse_ip_addr,
+    parse_rate,
+    plan,
+    read_netdevs,
+    read_rdma,
+)
+
+
+def facts(fixture_path, tree, cluster_ip, transport='roce', **kwargs):
+    root = fixture_path('sysfs', *tree.split('/'))
+    with open(fixture_path('sysfs', *(tree.split('/') + ['ip-addr.json']))) as handle:
+        addresses = parse_ip_addr(handle.read())
+    ports = read_rdma(root)
+    names = set(addresses)
+    for port in ports:
+        names.update(gid['ndev'] for gid in port['gids'])
+    return plan(ports, addresses, read_netdevs(root, sorted(names)), cluster_ip, transport,
+                **kwargs)
+
+
+def test_sysfs_value_formats():
+    assert gid_ipv4('0000:0000:0000:0000:0000:ffff:c0a8:6401') == '192.168.100.1'
+    assert gid_ipv4('fe80:0000:0000:0000:4ebb:47ff:fe2e:0111') is None
+    assert parse_rate('200 Gb/sec (4X HDR)') == 200.0
+    assert parse_rate(None) is None
+
+
+def test_read_rdma_sees_states_types_and_netdevs(fixture_path):
+    ports = dict((p['device'], p) for p in read_rdma(fixture_path('sysfs', 'direct-pair', 'spark1')))
+    assert set(ports) == {'rocep1s0f0', 'rocep1s0f1', 'roceP2p1s0f0', 'roceP2p1s0f1'}
+    up = ports['rocep1s0f1']
+    assert up['active'] and up['rate_gbps'] == 200.0 and up['netdev'] == 'enp1s0f1np1'
+    assert [(g['index'], g['type'], g['ipv4']) for g in up['gids']] == [
+        (0, 'IB/RoCE v1', None), (1, 'RoCE v2', None),
+        (2, 'IB/RoCE v1', '192.168.100.10'), (3, 'RoCE v2', '192.168.100.10')]
+    assert not ports['rocep1s0f0']['active']
+
+
+def test_direct_pair_gets_gid_3_both_halves_and_roce_env(fixture_path):
+    result = facts(fixture_path, 'direct-pair/spark1', '192.168.100.10')
+    assert result['problems'] == []
+    assert result['hcas'] == ['roceP2p1s0f1', 'rocep1s0f1']
+    assert result['gid_index'] == 3
+    env = result['env']
+    assert env['NCCL_IB_HCA'] == 'roceP2p1s0f1,rocep1s0f1'
+    assert env['NCCL_IB_GID_INDEX'] == '3'
+    assert env['NCCL_NET_GDR_LEVEL'] == '0'  # N2
+    assert env['NCCL_IB_DISABLE'] == '0' and env['NCCL_NET_PLUGIN'] == 'none'
+    assert env['NCCL_IB_ROCE_VERSION_NUM'] == '2' and env['NCCL_IB_TIMEOUT'] == '22'
+    for name in ('NCCL_SOCKET_IFNAME', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'UCX_NET_DEVICES',
+                 'OMPI_MCA_btl_tcp_if_include'):
+        assert env[name] == 'enp1s0f1np1'  # N3
+    assert env['VLLM_HOST_IP'] == '192.168.100.10'
+
+
+def test_bonded_pair_detects_gid_5_not_the_usual_3(fixture_path):
+    result = facts(fixture_path, 'bonded-pair/spark2', '10.0.0.2')
+    assert result['problems'] == []
+    assert result['cluster_iface'] == 'bond0'
+    assert result['gid_index'] == 5  # an IPv6 address on bond0 takes 2 and 3
+    assert result['hcas'] == ['roceP2p1s0f0', 'rocep1s0f0']
+
+
+def test_ring_uses_addr_range_and_no_global_gid(fixture_path):
+    result = facts(fixture_path, 'ring3/spark1', '10.10.0.1', 'roce_ring')
+    assert result['problems'] == []
+    env = result['env']
+    assert 'NCCL_IB_GID_INDEX' not in env  # N6: per-connection GIDs
+    assert env['NCCL_IB_ADDR_RANGE'] == '192.168.96.0/20'
+    assert ipaddress.IPv4Network('192.168.106.0/24').subnet_of(
+        ipaddress.IPv4Network(env['NCCL_IB_ADDR_RANGE']))
+    assert env['NCCL_IB_SUBNET_AWARE_ROUTING'] == '1' and env['NCCL_IB_MERGE_NICS'] == '0'
+    assert env['NCCL_NET_GDR_LEVEL'] == '0' and env['NCCL_NET_PLUGIN'] == 'none'
+    assert env['GLOO_SOCKET_IFNAME'] == 'enP7s7'  # coordination over the 10 GbE port
+    assert len(result['hcas']) == 4
+    assert sorted(link['network'] for link in result['ring_links']) == [
+        '192.168.101.0/24', '192.168.102.0/24', '192.168.103.0/24', '192.168.104.0/24']
+
+
+def test_roce_down_is_flagged(fixture_path):
+    result = facts(fixture_path, 'roce-down/spark2', '192.168.100.20')
+    assert any('no RoCE port is ACTIVE' in p for p in result['problems'])
+    assert any('unknown speed' in p for p in result['problems'])
+
+
+def test_cluster_ip_on_the_management_nic_is_the_wrong_wire(fixture_path):
+    result = facts(fixture_path, 'direct-pair/spark1', '10.10.0.1')
+    text = ' '.join(result['problems'])
+    assert 'enP7s7' in text and '10000 Mb/s' in text and 'management NIC' in text
+    assert 'no ACTIVE RoCE port has a RoCE v2 IPv4 GID in 10.10.0.0/24' in text
+
+
+def test_socket_mode_is_explicit_tcp_on_the_fast_link(fixture_path):
+    result = facts(fixture_path, 'direct-pair/spark1', '192.168.100.10', 'socket')
+    assert result['problems'] == []
+    env = result['env']
+    assert env['NCCL_IB_DISABLE'] == '1' and env['NCCL_P2P_DISABLE'] == '1'
+    assert env['NCCL_NET'] == 'Socket'
+    assert env['GLOO_SOCKET_IFNAME'] == 'enp1s0f1np1'
+    assert 'NCCL_IB_HCA' not in env
+
+
+def test_socket_mode_on_the_management_nic_still_warns(fixture_path):
+    result = facts(fixture_path, 'direct-pair/spark1', '10.10.0.1', 'socket')
+    assert any('management NIC' in p for p in result['problems'])
+
+
+def test_ring_sanity_checks(fixture_path):
+    root = fixture_path('sysfs', 'ring3', 'spark1')
+    ports = read_rdma(root)
+    with open(fixture_path('sysfs', 'ring3', 'spark1', 'ip-addr.json')) as handle:
+        addresses = parse_ip_addr(handle.read())
+    netdevs = read_netdevs(root, sorted(addresses))
+    # move the second half onto the first half's subnet, drop the IPv4 GIDs of another port
+    for port in ports:
+        if port['device'] == 'roceP2p1s0f0':
+            for gid in port['gids']:
+                if gid['ipv4']:
+                    gid['ipv4'] = '192.168.101.9'
+        if port['device'] == 'roceP2p1s0f1':
+            port['gids'] = [g for g in port['gids'] if not g['ipv4']]
+    addresses['enP2p1s0f0np0'] = [ipaddress.IPv4Interface('192.168.101.9/24')]
+    result = plan(ports, addresses, netdevs, '10.10.0.1', 'roce_ring')
+    text = ' | '.join(result['problems'])
+    assert 'roceP2p1s0f1/1 are Up but have no IPv4 address' in text
+    assert 'share the subnet 192.168.101.0/24' in text
+    three = plan(ports[:3], addresses, netdevs, '10.10.0.1', 'roce_ring')
+    assert any('3 CX7 ports are Up' in p for p in three['problems'])
+
+
+def test_unknown_cluster_ip_names_the_variable(fixture_path):
+    with pytest.raises(RoceError, match='gb10_cluster_ip'):
+        facts(fixture_path, 'direct-pair/spark1', '192.168.7.7')
+    with pytest.raises(RoceError, match='not an IPv4 address'):
+        facts(fixture_path, 'direct-pair/spark1', 'spark1')
+
+
+def test_loopback_and_iface_mismatch_are_problems(fixture_path):
+    result = facts(fixture_path, 'direct-pair/spark1', '127.0.0.1', 'socket',
+                   cluster_iface='enp1s0f1np1')
+    text = ' '.join(result['problems'])
+    assert 'loopback' in text and 'gb10_cluster_iface is enp1s0f1np1' in text
+
+
+@pytest.mark.parametrize('text', ['not json', '{"ifname": "lo"}', '[{"mtu": 1500}]'])
+def test_bad_ip_addr_json(text):
+    with pytest.raises(RoceError):
+        parse_ip_addr(text)
+
+
+def test_covering_network():
+    nets = [ipaddress.IPv4Network(n) for n in ('192.168.101.0/24', '192.168.106.0/24')]
+    assert str(covering_network(nets)) == '192.168.96.0/20'
+
+
+def test_pair_nodes_agree(fixture_path):
+    both = {'spark1': facts(fixture_path, 'direct-pair/spark1', '192.168.100.10'),
+            'spark2': facts(fixture_path, 'direct-pair/spark2', '192.168.100.20')}
+    assert compare_nodes(both) == []
+
+
+def test_nodes_that_disagree_are_named(fixture_path):
+    mixed = {'spark1': facts(fixture_path, 'direct-pair/spark1', '192.168.100.10'),
+             'spark2': facts(fixture_path, 'bonded-pair/spark2', '10.0.0.2')}
+    text = ' | '.join(compare_nodes(mixed))
+    assert 'GID index: spark1=3, spark2=5' in text
+    assert 'one cluster subnet: spark1=192.168.100.0/24, spark2=10.0.0.0/24' in text
+
+
+def test_ring_of_three_agrees_and_a_missing_node_is_caught(fixture_path):
+    ring = dict(('spark%d' % n, facts(fixture_path, 'ring3/spark%d' % n, '10.10.0.%d' % n,
+                                      'roce_ring')) for n in (1, 2, 3))
+    assert compare_nodes(ring) == []
+    del ring['spark3']
+    text = ' | '.join(compare_nodes(ring))
+    assert 'ring subnet 192.168.103.0/24 is on spark1' in text
