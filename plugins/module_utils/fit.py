@@ -1,0 +1,142 @@
+# -*- coding: utf-8 -*-
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fit planner (rule M2): do the weights plus the KV cache for the asked context fit the poorest
+node? Numbers, not guesses: weights per node from the checkpoint size and TP, KV bytes per token
+from the model shape (layers, KV heads, head dim, KV dtype), budget from the node's memory and
+the profile's GPU memory utilization.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+GIB = 1024.0 ** 3
+GB = 1000.0 ** 3
+
+# Bytes per KV element by vLLM --kv-cache-dtype; 'auto' means the activation dtype (bf16 for
+# every quantized checkpoint the profiles carry, fp32 for the CPU simulation's model).
+KV_DTYPE_BYTES = {'auto': 2, 'bfloat16': 2, 'float16': 2, 'fp8': 1, 'fp8_e4m3': 1, 'fp8_e5m2': 1}
+AUTO_BYTES_BY_CHECKPOINT = {'fp32': 4}
+
+
+class FitError(Exception):
+    """Inputs the planner cannot use; the message names the field."""
+
+
+def kv_dtype_bytes(profile):
+    dtype = profile['device_args'].get('kv-cache-dtype', 'auto')
+    if dtype not in KV_DTYPE_BYTES:
+        raise FitError('device_args.kv-cache-dtype %r of profile %s: the fit planner knows %s'
+                       % (dtype, profile['name'], ', '.join(sorted(KV_DTYPE_BYTES))))
+    if dtype == 'auto':
+        return AUTO_BYTES_BY_CHECKPOINT.get(profile['model']['checkpoint_format'], 2)
+    return KV_DTYPE_BYTES[dtype]
+
+
+def kv_bytes_per_token_per_node(shape, tp, dtype_bytes):
+    """KV cache bytes one token costs on one node (one rank per node on GB10).
+
+    GQA: K and V, per layer, for the KV heads this rank holds; heads split over TP, and a rank
+    holds at least one (vLLM replicates KV heads when TP exceeds them). MLA: one latent vector
+    (kv_lora_rank + rope dims) per layer, replicated on every rank.
+    """
+    if shape.get('attention', 'gqa') == 'mla':
+        return shape['num_layers'] * (shape['kv_lora_rank'] + shape['qk_rope_head_dim']) * dtype_bytes
+    heads_per_rank = max(1, -(-shape['num_kv_heads'] // tp))
+    return 2 * shape['num_layers'] * heads_per_rank * shape['head_dim'] * dtype_bytes
+
+
+def shape_from_hf_config(config):
+    """Model shape from a Hugging Face config.json dict, or None when it lacks the fields."""
+    if not isinstance(config, dict):
+        return None
+    config = config.get('text_config', config) if isinstance(config.get('text_config'), dict) else config
+    layers = config.get('num_hidden_layers')
+    if not isinstance(layers, int):
+        return None
+    if isinstance(config.get('kv_lora_rank'), int) and isinstance(config.get('qk_rope_head_dim'), int):
+        return {'attention': 'mla', 'num_layers': layers, 'kv_lora_rank': config['kv_lora_rank'],
+                'qk_rope_head_dim': config['qk_rope_head_dim']}
+    heads = config.get('num_attention_heads')
+    kv_heads = config.get('num_key_value_heads', heads)
+    head_dim = config.get('head_dim')
+    if not isinstance(head_dim, int) and isinstance(config.get('hidden_size'), int) and isinstance(heads, int) and heads:
+        head_dim = config['hidden_size'] // heads
+    if not all(isinstance(v, int) and v > 0 for v in (kv_heads, head_dim)):
+        return None
+    return {'attention': 'gqa', 'num_layers': layers, 'num_kv_heads': kv_heads, 'head_dim': head_dim}
+
+
+def _r(value):
+    return round(value, 2)
+
+
+def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None):
+    """Plan the memory of the poorest node.
+
+    budget_gib: memory CUDA sees on that node (~119.7 GiB on a Spark with rule H2 applied).
+    free_gib: memory available there now, if known; vLLM refuses to start when it is below
+      utilization x budget (rules H3, H4, H5).
+    context: tokens one sequence must fit (default: size_args.max-model-len).
+    shape: model shape read from config.json, overriding the profile's (M2).
+    Returns numbers in GiB, 'fits' and a 'reason' that says them.
+    """
+    if not isinstance(budget_gib, (int, float)) or isinstance(budget_gib, bool) or budget_gib <= 0:
+        raise FitError('budget_gib must be a positive number of GiB (memory CUDA sees on the poorest node), '
+                       'got %r' % (budget_gib,))
+    tp = profile['tensor_parallel_size']
+    util = profile['gpu_memory_utilization']
+    context = int(context or profile['size_args']['max-model-len'])
+    shape = shape or profile['model']['shape']
+    dtype_bytes = kv_dtype_bytes(profile)
+
+    weights_gib = profile['model']['weights_gb'] * GB / GIB / tp
+    engine_gib = budget_gib * util
+    overhead_gib = profile['fit']['overhead_gib']
+    kv_gib = engine_gib - weights_gib - overhead_gib
+    per_token = kv_bytes_per_token_per_node(shape, tp, dtype_bytes)
+    context_fits = int(kv_gib * GIB // per_token) if kv_gib > 0 else 0
+    object_store_gib = profile['ray']['object_store_memory_bytes'] / GIB
+    plan = {
+        'profile': profile['name'],
+        'budget_gib': _r(budget_gib),
+        'gpu_memory_utilization': util,
+        'engine_gib': _r(engine_gib),
+        'weights_per_node_gib': _r(weights_gib),
+        'overhead_gib': _r(overhead_gib),
+        'kv_cache_gib': _r(kv_gib),
+        'kv_bytes_per_token': per_token,
+        'kv_dtype_bytes': dtype_bytes,
+        'context_asked': context,
+        'context_fits': context_fits,
+        'max_concurrent_full_contexts': context_fits // context if context else 0,
+        'headroom_after_weights_gib': _r(budget_gib - weights_gib),
+        'object_store_gib': _r(object_store_gib),
+        'free_gib': None if free_gib is None else _r(free_gib),
+        'needed_free_gib': _r(engine_gib + object_store_gib),
+    }
+    numbers = ('%s GB of weights over TP %d = %.1f GiB per node; node budget %.1f GiB x utilization %.2f = '
+               '%.1f GiB for the engine; minus %.1f GiB overhead leaves %.1f GiB for KV at %d bytes/token '
+               '= %d tokens (asked %d)'
+               % (profile['model']['weights_gb'], tp, weights_gib, budget_gib, util, engine_gib,
+                  overhead_gib, kv_gib, per_token, context_fits, context))
+    if weights_gib + overhead_gib >= engine_gib:
+        plan['fits'] = False
+        plan['reason'] = ('weights do not fit (M2): %s. Only %.1f GiB is left after the weights. Use a smaller '
+                          'quantization (e.g. NVFP4) or more nodes.' % (numbers, budget_gib - weights_gib))
+    elif context_fits < context:
+        plan['fits'] = False
+        plan['reason'] = ('KV cache too small for the asked context (M2): %s. Lower size_args.max-model-len to '
+                          '<= %d, use an fp8 KV cache, or raise utilization within the 0.90 ceiling (H6).'
+                          % (numbers, context_fits))
+    elif free_gib is not None and free_gib < plan['needed_free_gib']:
+        plan['fits'] = False
+        plan['reason'] = ('the poorest node has %.1f GiB available but the engine needs %.1f GiB (utilization) '
+                          '+ %.1f GiB Ray object store: drop the page cache (H3), reboot a node with leaked '
+                          'memory (H4), or lower gpu_memory_utilization (H5). %s'
+                          % (free_gib, engine_gib, object_store_gib, numbers))
+    else:
+        plan['fits'] = True
+        plan['reason'] = 'fits (M2): %s.' % numbers
+    return plan

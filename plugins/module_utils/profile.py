@@ -1,0 +1,229 @@
+# -*- coding: utf-8 -*-
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Model profiles (rule M1): merge a simulation/site overlay into a profile and validate it.
+
+Pure functions over dicts; the lookup plugin reads the YAML files and calls these. The schema is
+described in profiles/README.md. An overlay may change only image, model identity (path and the
+shape/size of the model found there), device flags and sizes: OVERLAY_KEYS enforces it, so a
+profile that runs on the CPU simulation is the real recipe with exactly those parts swapped.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import re
+
+ENGINES = ('vllm', 'sglang')
+CHECKPOINT_FORMATS = ('bf16', 'fp16', 'fp32', 'fp8', 'nvfp4', 'mxfp4', 'gptq-int4', 'mixed-fp4-fp8')
+RULE_ID = re.compile(r'\b[HNRVSMO][0-9]{1,2}\b')
+
+# Top-level overlay keys and, for dicts, which sub-keys an overlay may touch (None: any).
+OVERLAY_KEYS = {
+    'image': None,
+    'model': ('path', 'weights_gb', 'shape', 'checkpoint_format', 'family'),
+    'device_args': None,
+    'device_env': None,
+    'size_args': None,
+    'gpu_memory_utilization': None,
+    'ray': ('object_store_memory_bytes',),
+    'fit': ('overhead_gib',),
+    'readiness_timeout_s': None,
+    'why': None,
+}
+
+# Arg/env sections whose every key needs a `why` entry (its own or the section's).
+EXPLAINED_SECTIONS = ('engine_args', 'device_args', 'size_args', 'env', 'device_env')
+
+
+class ProfileError(Exception):
+    """A profile or overlay is malformed; the message names the file, the field and the fix."""
+
+
+def merge_overlay(profile, overlay, overlay_name='overlay'):
+    """Return a deep copy of profile with overlay merged in.
+
+    Dicts merge key by key; a null value deletes the key (how the CPU overlay drops GPU-only
+    flags such as --attention-backend). Keys outside OVERLAY_KEYS are refused.
+    """
+    if not isinstance(overlay, dict):
+        raise ProfileError('overlay %s: expected a mapping at the top level, got %s'
+                           % (overlay_name, type(overlay).__name__))
+    for key, value in overlay.items():
+        if key not in OVERLAY_KEYS:
+            raise ProfileError(
+                'overlay %s: key %r may not be changed by an overlay (allowed: %s). An overlay '
+                'changes only image, model path, device flags and sizes; put other changes in '
+                'a profile of their own under profiles/.'
+                % (overlay_name, key, ', '.join(sorted(OVERLAY_KEYS))))
+        allowed = OVERLAY_KEYS[key]
+        if allowed is not None:
+            if not isinstance(value, dict):
+                raise ProfileError('overlay %s: %s must be a mapping' % (overlay_name, key))
+            for sub in value:
+                if sub not in allowed:
+                    raise ProfileError(
+                        'overlay %s: %s.%s may not be changed by an overlay (allowed: %s)'
+                        % (overlay_name, key, sub, ', '.join('%s.%s' % (key, a) for a in allowed)))
+    merged = copy.deepcopy(profile)
+    _deep_merge(merged, copy.deepcopy(overlay))
+    return merged
+
+
+def _deep_merge(dest, src):
+    for key, value in src.items():
+        if value is None:
+            dest.pop(key, None)
+        elif isinstance(value, dict) and isinstance(dest.get(key), dict):
+            _deep_merge(dest[key], value)
+        else:
+            dest[key] = value
+
+
+def _need(cond, source, field, msg):
+    if not cond:
+        raise ProfileError('profile %s: %s: %s' % (source, field, msg))
+
+
+def _is_num(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _scalar_map(profile, source, field):
+    value = profile.get(field)
+    _need(isinstance(value, dict), source, field, 'must be a mapping (use {} for none)')
+    for key, item in value.items():
+        _need(isinstance(key, str) and key and not key.startswith('-'), source, '%s.%s' % (field, key),
+              'keys are flag/variable names without leading dashes')
+        _need(item is None or isinstance(item, (str, int, float, bool, dict, list)), source,
+              '%s.%s' % (field, key), 'value must be a scalar, a list or a mapping')
+    return value
+
+
+def _validate_shape(shape, source):
+    _need(isinstance(shape, dict), source, 'model.shape', 'must be a mapping (see profiles/README.md)')
+    attention = shape.get('attention', 'gqa')
+    _need(attention in ('gqa', 'mla'), source, 'model.shape.attention', "must be 'gqa' or 'mla'")
+    needed = ('num_layers', 'num_kv_heads', 'head_dim') if attention == 'gqa' else \
+        ('num_layers', 'kv_lora_rank', 'qk_rope_head_dim')
+    for key in needed:
+        _need(_is_int(shape.get(key)) and shape[key] > 0, source, 'model.shape.%s' % key,
+              'must be a positive integer (read it from the checkpoint config.json)')
+
+
+def validate_profile(profile, source='<profile>'):
+    """Check the schema of a merged profile; return it unchanged or raise ProfileError."""
+    _need(isinstance(profile, dict), source, '(top level)', 'must be a mapping')
+    for key in ('name', 'description', 'image'):
+        _need(isinstance(profile.get(key), str) and profile[key].strip(), source, key,
+              'must be a non-empty string')
+    _need(profile.get('engine') in ENGINES, source, 'engine', 'must be one of %s' % ', '.join(ENGINES))
+
+    model = profile.get('model')
+    _need(isinstance(model, dict), source, 'model', 'must be a mapping with path, repo, served_name, ...')
+    _need(isinstance(model.get('path'), str) and model['path'].startswith('/'), source, 'model.path',
+          'must be an absolute path (the same on every node, rule M3)')
+    for key in ('repo', 'served_name', 'family'):
+        _need(isinstance(model.get(key), str) and model[key], source, 'model.%s' % key, 'must be a non-empty string')
+    _need(_is_num(model.get('weights_gb')) and model['weights_gb'] > 0, source, 'model.weights_gb',
+          'must be a positive number: size of the weights on disk in GB (10^9 bytes)')
+    _need(model.get('checkpoint_format') in CHECKPOINT_FORMATS, source, 'model.checkpoint_format',
+          'must be one of %s' % ', '.join(CHECKPOINT_FORMATS))
+    _validate_shape(model.get('shape'), source)
+
+    for key in ('nodes', 'tensor_parallel_size', 'readiness_timeout_s'):
+        _need(_is_int(profile.get(key)) and profile[key] >= 1, source, key, 'must be an integer >= 1')
+    _need(profile['tensor_parallel_size'] % profile['nodes'] == 0, source, 'tensor_parallel_size',
+          'must be a multiple of nodes (one GB10 GPU per node), got TP %s over %s nodes'
+          % (profile['tensor_parallel_size'], profile['nodes']))
+    util = profile.get('gpu_memory_utilization')
+    _need(_is_num(util) and 0 < util <= 1, source, 'gpu_memory_utilization', 'must be a number in (0, 1]')
+
+    for section in ('engine_args', 'device_args', 'size_args', 'env', 'device_env'):
+        _scalar_map(profile, source, section)
+    _need(_is_int(profile['size_args'].get('max-model-len')), source, 'size_args.max-model-len',
+          'must be set: the context length the fit planner sizes the KV cache for (rule M2)')
+    for section in ('env', 'device_env'):
+        for key, value in profile[section].items():
+            _need(re.match(r'^[A-Za-z_][A-Za-z0-9_]*$', key), source, '%s.%s' % (section, key),
+                  'is not a valid environment variable name')
+            _need(isinstance(value, (str, int, float)) and not isinstance(value, bool), source,
+                  '%s.%s' % (section, key), 'environment values must be strings or numbers (quote them)')
+
+    ray = profile.get('ray')
+    _need(isinstance(ray, dict), source, 'ray', 'must be a mapping with object_store_memory_bytes and env')
+    _need(_is_int(ray.get('object_store_memory_bytes')) and ray['object_store_memory_bytes'] > 0, source,
+          'ray.object_store_memory_bytes', 'must be a positive integer (rule R2: 1-2 GB on a Spark)')
+    _need(isinstance(ray.get('env'), dict), source, 'ray.env', 'must be a mapping (use {} for none)')
+
+    serve = profile.get('serve')
+    _need(isinstance(serve, dict), source, 'serve', 'must be a mapping with port and host')
+    _need(_is_int(serve.get('port')) and 0 < serve['port'] < 65536, source, 'serve.port', 'must be a TCP port')
+    _need(isinstance(serve.get('host'), str) and serve['host'], source, 'serve.host', 'must be an address to bind')
+
+    fit = profile.get('fit')
+    _need(isinstance(fit, dict) and _is_num(fit.get('overhead_gib')) and fit['overhead_gib'] >= 0, source,
+          'fit.overhead_gib', 'must be a number >= 0: GiB per node for activations, graphs and buffers')
+
+    _validate_sglang(profile, source)
+    _validate_why(profile, source)
+    return profile
+
+
+def _validate_sglang(profile, source):
+    sgl = profile.get('sglang')
+    _need(isinstance(sgl, dict) and isinstance(sgl.get('supported'), bool), source, 'sglang.supported',
+          'must be true or false (rule S4: say whether SGLang can serve this recipe)')
+    if sgl['supported']:
+        _need(_is_num(sgl.get('mem_fraction_static')) and 0 < sgl['mem_fraction_static'] <= 0.9, source,
+              'sglang.mem_fraction_static', 'must be a number in (0, 0.9] (rule S3 uses 0.75)')
+        _need(_is_int(sgl.get('dist_timeout')) and sgl['dist_timeout'] > 0, source, 'sglang.dist_timeout',
+              'must be a positive integer of seconds (rule S3 uses 1800)')
+        _need(_is_int(sgl.get('dist_port')) and 0 < sgl['dist_port'] < 65536, source, 'sglang.dist_port',
+              'must be a TCP port for --dist-init-addr')
+        for key in ('args', 'env'):
+            _need(isinstance(sgl.get(key), dict), source, 'sglang.%s' % key, 'must be a mapping (use {} for none)')
+    else:
+        _need(isinstance(sgl.get('reason'), str) and RULE_ID.search(sgl['reason']), source, 'sglang.reason',
+              'must say why SGLang is refused, with the rule ID (S4)')
+        _need(isinstance(sgl.get('alternative'), str) and sgl['alternative'], source, 'sglang.alternative',
+              'must name the working alternative (engine and profile)')
+
+
+def _validate_why(profile, source):
+    why = profile.get('why')
+    _need(isinstance(why, dict), source, 'why', 'must map each non-obvious choice to its reason')
+    for key, text in why.items():
+        _need(isinstance(text, str) and RULE_ID.search(text), source, 'why.%s' % key,
+              'must give the reason with the rule ID it comes from (e.g. "(V1)")')
+    explained = ['gpu_memory_utilization', 'image', 'ray.object_store_memory_bytes', 'fit.overhead_gib']
+    for section in EXPLAINED_SECTIONS:
+        explained.extend('%s.%s' % (section, key) for key in profile[section])
+    explained.extend('ray.env.%s' % key for key in profile['ray']['env'])
+    for path in explained:
+        section = path.rsplit('.', 1)[0]
+        _need(path in why or section in why, source, 'why',
+              'no reason given for %s: add why.%s (or why.%s for the whole section) with the rule ID'
+              % (path, path, section))
+
+
+def load(name, profiles, overlay=None, overlay_name=None):
+    """Merge and validate. profiles: {name: dict} read from profiles/; overlay: dict or None."""
+    if name not in profiles:
+        raise ProfileError(
+            'unknown profile %r: set gb10_profile to one of %s (files in profiles/*.yml)'
+            % (name, ', '.join(sorted(profiles)) or '(none found)'))
+    profile = profiles[name]
+    _need(isinstance(profile, dict), name, '(top level)', 'must be a mapping')
+    _need(profile.get('name') == name, name, 'name', 'must equal the file name (%s.yml)' % name)
+    source = name
+    if overlay:
+        profile = merge_overlay(profile, overlay, overlay_name or 'overlay')
+        source = '%s + overlay %s' % (name, overlay_name or 'overlay')
+    return validate_profile(profile, source)

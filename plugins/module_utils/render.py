@@ -1,0 +1,147 @@
+# -*- coding: utf-8 -*-
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Render a validated profile (module_utils/profile.py) into engine command lines and env.
+
+The argv lists are checked against the real parsers in tests/engine (vLLM's
+FlexibleArgumentParser + make_arg_parser, SGLang's server_args.py).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+# SGLang v0.5.12 spells vLLM's fp8 KV dtype explicitly (rule S1).
+SGLANG_KV_DTYPE = {'fp8': 'fp8_e4m3', 'fp8_e4m3': 'fp8_e4m3', 'fp8_e5m2': 'fp8_e5m2', 'auto': 'auto'}
+
+
+class RenderError(Exception):
+    """The profile cannot be rendered for this engine; the message says why and what works."""
+
+
+def _value(value):
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, separators=(',', ':'))
+    return str(value)
+
+
+def flags(args, negatable=True):
+    """{'max-model-len': 1024, 'trust-remote-code': True} -> ['--max-model-len', '1024', ...].
+
+    True renders the bare flag; False renders --no-<flag> where the parser has one (vLLM's
+    boolean options do) and nothing otherwise; dicts render as compact JSON (vLLM's config
+    options such as --compilation-config take JSON).
+    """
+    out = []
+    for key, value in args.items():
+        if value is True:
+            out.append('--' + key)
+        elif value is False:
+            if negatable:
+                out.append('--no-' + key)
+        else:
+            out.extend(['--' + key, _value(value)])
+    return out
+
+
+def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0):
+    """argv of `vllm serve` for the head (rank 0) or, with the mp executor, a headless rank.
+
+    With the Ray executor the driver runs inside the Ray head container and finds the cluster
+    there (rule R1), so head_ip is not part of the command line. With vLLM's own multi-node mp
+    executor it is --master-addr, and ranks other than 0 run --headless.
+    """
+    if profile.get('engine') != 'vllm':
+        raise RenderError('profile %s is for engine %s, not vllm' % (profile.get('name'), profile.get('engine')))
+    serve = profile['serve']
+    argv = ['vllm', 'serve', profile['model']['path'],
+            '--served-model-name', profile['model']['served_name'],
+            '--host', serve['host'],
+            '--port', str(port or serve['port']),
+            '--tensor-parallel-size', str(profile['tensor_parallel_size']),
+            '--gpu-memory-utilization', _value(profile['gpu_memory_utilization'])]
+    argv.extend(flags(profile['engine_args']))
+    argv.extend(flags(profile['size_args']))
+    argv.extend(flags(profile['device_args']))
+    if profile['engine_args'].get('distributed-executor-backend') == 'mp' and profile['nodes'] > 1:
+        if not head_ip:
+            raise RenderError('profile %s uses the multi-node mp executor: pass head_ip (the first '
+                              "host's gb10_cluster_ip)" % profile['name'])
+        argv.extend(['--nnodes', str(profile['nodes']), '--node-rank', str(node_rank),
+                     '--master-addr', head_ip])
+        if node_rank:
+            argv.append('--headless')
+    return argv
+
+
+def engine_env(profile):
+    """Environment of the engine process: the profile's env plus its device env, as strings."""
+    env = {}
+    for section in ('env', 'device_env'):
+        for key, value in profile[section].items():
+            env[key] = str(value)
+    return env
+
+
+def sglang_refusal(profile):
+    """None when SGLang can serve the profile, else the reason and the working alternative (S4)."""
+    sgl = profile['sglang']
+    if sgl['supported']:
+        return None
+    return 'profile %s cannot run on SGLang: %s. Use instead: %s.' % (
+        profile['name'], sgl['reason'], sgl['alternative'])
+
+
+def sglang_launch_argv(profile, head_ip, node_rank, port=None):
+    """argv of SGLang's launch_server for one node of a multi-node launch (rules S1-S3).
+
+    One container per node, all with the same command but --node-rank; rank 0 serves HTTP.
+    """
+    refusal = sglang_refusal(profile)
+    if refusal:
+        raise RenderError(refusal)
+    if not head_ip:
+        raise RenderError("sglang_launch_argv needs head_ip: the first host's gb10_cluster_ip")
+    nodes = profile['nodes']
+    if not isinstance(node_rank, int) or isinstance(node_rank, bool) or not 0 <= node_rank < nodes:
+        raise RenderError('node_rank %r is outside 0..%d for profile %s' % (node_rank, nodes - 1, profile['name']))
+    sgl = profile['sglang']
+    serve = profile['serve']
+    argv = ['python3', '-m', 'sglang.launch_server',
+            '--model-path', profile['model']['path'],
+            '--served-model-name', profile['model']['served_name'],
+            '--host', serve['host'],
+            '--port', str(port or serve['port']),
+            '--tp-size', str(profile['tensor_parallel_size']),
+            # S1: --nnodes and --dist-init-addr X:Y replace --num-nodes and --master-addr/-port.
+            '--nnodes', str(nodes),
+            '--node-rank', str(node_rank),
+            '--dist-init-addr', '%s:%d' % (head_ip, sgl['dist_port']),
+            # S3: nodes load at different speeds; 0.75 leaves the poorer node headroom (H5).
+            '--dist-timeout', str(sgl['dist_timeout']),
+            '--mem-fraction-static', _value(sgl['mem_fraction_static']),
+            # S1: --context-length replaces --max-model-len.
+            '--context-length', str(profile['size_args']['max-model-len'])]
+    if 'max-num-seqs' in profile['size_args']:
+        argv.extend(['--max-running-requests', str(profile['size_args']['max-num-seqs'])])
+    kv_dtype = profile['device_args'].get('kv-cache-dtype')
+    if kv_dtype is not None:
+        if kv_dtype not in SGLANG_KV_DTYPE:
+            raise RenderError('kv-cache-dtype %r of profile %s has no SGLang equivalent (choose one of %s)'
+                              % (kv_dtype, profile['name'], ', '.join(sorted(SGLANG_KV_DTYPE))))
+        # S1: SGLang wants fp8_e4m3 where vLLM takes fp8.
+        argv.extend(['--kv-cache-dtype', SGLANG_KV_DTYPE[kv_dtype]])
+    argv.extend(flags(sgl['args'], negatable=False))
+    if nodes > 1 and '--disable-cuda-graph' not in argv:
+        # S2: graph capture deadlocks across nodes; only the flag works (the env var does not).
+        argv.append('--disable-cuda-graph')
+    return argv
+
+
+def sglang_env(profile):
+    """Environment of an SGLang node: the profile's env plus its sglang.env, as strings."""
+    env = dict((k, str(v)) for k, v in profile['env'].items())
+    env.update((k, str(v)) for k, v in profile['sglang'].get('env', {}).items())
+    return env

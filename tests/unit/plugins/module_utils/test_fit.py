@@ -1,0 +1,79 @@
+"""Fit planner (M2): weights per node, KV bytes per token from the shape, context that fits."""
+import copy
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils.fit import (
+    FitError, fit_plan, kv_bytes_per_token_per_node, shape_from_hf_config)
+
+from profile_helpers import real
+
+GIB = 1024 ** 3
+
+
+def test_m27_fp8_over_two_nodes_is_refused_with_the_numbers():
+    plan = fit_plan(real('minimax-m27-fp8'), budget_gib=119.7)
+    assert plan['fits'] is False
+    # 229 GB / 2 = 114.5 GB = 106.6 GiB per node
+    assert plan['weights_per_node_gib'] == round(229e9 / 2 / GIB, 2)
+    assert 'weights do not fit (M2)' in plan['reason']
+    assert '106.6 GiB per node' in plan['reason']
+    assert plan['context_fits'] == 0
+
+
+def test_m27_nvfp4_fits_two_nodes():
+    prof = real('minimax-m27-nvfp4')
+    plan = fit_plan(prof, budget_gib=119.7)
+    # fp8 KV, 8 KV heads split over TP 2: 2 (K,V) x 62 layers x 4 heads x 128 dims x 1 byte
+    assert plan['kv_bytes_per_token'] == 2 * 62 * 4 * 128
+    kv_gib = 119.7 * 0.82 - 130.6e9 / 2 / GIB - prof['fit']['overhead_gib']
+    assert plan['context_fits'] == int(kv_gib * GIB // plan['kv_bytes_per_token'])
+    assert plan['fits'] is True and plan['context_fits'] >= 131072
+
+
+def test_asked_context_that_does_not_fit_says_the_largest_that_does():
+    plan = fit_plan(real('minimax-m27-nvfp4'), budget_gib=119.7, context=1000000)
+    assert plan['fits'] is False
+    assert 'KV cache too small' in plan['reason']
+    assert 'max-model-len to <= %d' % plan['context_fits'] in plan['reason']
+
+
+def test_low_free_memory_on_poorest_node_is_refused():
+    plan = fit_plan(real('minimax-m27-nvfp4'), budget_gib=119.7, free_gib=11.19)
+    assert plan['fits'] is False
+    assert '11.2 GiB available' in plan['reason'] and 'page cache (H3)' in plan['reason']
+
+
+def test_kv_heads_per_rank_round_up_and_replicate():
+    shape = {'attention': 'gqa', 'num_layers': 10, 'num_kv_heads': 4, 'head_dim': 64}
+    assert kv_bytes_per_token_per_node(shape, 3, 2) == 2 * 10 * 2 * 64 * 2  # 4 heads over 3 ranks: 2 each
+    assert kv_bytes_per_token_per_node(dict(shape, num_kv_heads=2), 4, 2) == 2 * 10 * 1 * 64 * 2
+
+
+def test_mla_latent_is_replicated_per_rank():
+    shape = {'attention': 'mla', 'num_layers': 61, 'kv_lora_rank': 512, 'qk_rope_head_dim': 64}
+    assert kv_bytes_per_token_per_node(shape, 2, 1) == 61 * 576
+
+
+def test_shape_from_hf_configs():
+    llama = {'num_hidden_layers': 2, 'num_attention_heads': 4, 'num_key_value_heads': 2, 'hidden_size': 64}
+    assert shape_from_hf_config(llama) == {'attention': 'gqa', 'num_layers': 2, 'num_kv_heads': 2, 'head_dim': 16}
+    mla = {'num_hidden_layers': 61, 'kv_lora_rank': 512, 'qk_rope_head_dim': 64}
+    assert shape_from_hf_config(mla)['attention'] == 'mla'
+    assert shape_from_hf_config({'text_config': llama})['num_layers'] == 2
+    assert shape_from_hf_config({'model_type': 'x'}) is None
+
+
+def test_shape_override_changes_kv_per_token():
+    prof = real('minimax-m27-nvfp4')
+    shape = {'attention': 'gqa', 'num_layers': 31, 'num_kv_heads': 8, 'head_dim': 128}
+    assert fit_plan(prof, 119.7, shape=shape)['kv_bytes_per_token'] == 2 * 31 * 4 * 128
+
+
+def test_unknown_kv_dtype_and_bad_budget():
+    prof = copy.deepcopy(real('minimax-m27-nvfp4'))
+    prof['device_args']['kv-cache-dtype'] = 'int3'
+    with pytest.raises(FitError, match='kv-cache-dtype'):
+        fit_plan(prof, 119.7)
+    with pytest.raises(FitError, match='budget_gib'):
+        fit_plan(real('minimax-m27-nvfp4'), 0)

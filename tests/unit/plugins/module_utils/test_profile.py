@@ -1,0 +1,134 @@
+"""Profiles (M1): every shipped profile validates, the sim overlay changes only what it may,
+and malformed profiles fail with messages that name the field and the fix."""
+import copy
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils import profile as P
+from ansible_collections.gb10.serving.plugins.module_utils.render import vllm_serve_argv
+
+from profile_helpers import RAW, SIM, real, sim
+
+# What an overlay may change: image, model path (and what describes the model found there),
+# device flags and sizes (profiles/README.md).
+ALLOWED_PREFIXES = ('image', 'model.path', 'model.weights_gb', 'model.shape', 'model.checkpoint_format',
+                    'model.family', 'device_args', 'device_env', 'size_args', 'gpu_memory_utilization',
+                    'ray.object_store_memory_bytes', 'fit.overhead_gib', 'readiness_timeout_s', 'why')
+
+
+def flatten(value, prefix=''):
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out.update(flatten(item, '%s.%s' % (prefix, key) if prefix else key))
+        return out
+    return {prefix: value}
+
+
+def test_expected_profiles_ship():
+    assert {'minimax-m27-nvfp4', 'minimax-m27-mxfp4', 'minimax-m3-nvfp4', 'deepseek-v4-flash'} <= set(RAW)
+
+
+@pytest.mark.parametrize('name', sorted(RAW))
+def test_profile_and_sim_overlay_validate(name):
+    assert real(name)['name'] == name
+    assert sim(name)['image'] == 'gb10-sim-serving:local'
+
+
+@pytest.mark.parametrize('name', sorted(RAW))
+def test_sim_overlay_changes_only_image_model_path_device_flags_and_sizes(name):
+    before, after = flatten(real(name)), flatten(sim(name))
+    changed = {k for k in set(before) | set(after) if before.get(k, '<absent>') != after.get(k, '<absent>')}
+    assert changed, 'the overlay must change something'
+    outside = sorted(k for k in changed if not k.startswith(ALLOWED_PREFIXES))
+    assert outside == []
+    # The parts a user relies on are untouched: engine, TP, nodes, parsers, served name, port.
+    for key in ('engine', 'nodes', 'tensor_parallel_size', 'model.served_name', 'serve.port'):
+        assert before[key] == after[key]
+    assert real(name)['engine_args'] == sim(name)['engine_args']
+
+
+@pytest.mark.parametrize('name', sorted(RAW))
+def test_sim_argv_drops_gpu_only_flags_and_runs_eager(name):
+    argv = vllm_serve_argv(sim(name))
+    assert argv[:3] == ['vllm', 'serve', '/models/tiny-llama']
+    for flag in ('--attention-backend', '--moe-backend', '--quantization', '--kv-cache-dtype',
+                 '--load-format', '--compilation-config'):
+        assert flag not in argv
+    assert '--enforce-eager' in argv
+    assert argv[argv.index('--max-model-len') + 1] == '1024'
+    assert sim(name)['device_env'] == {'VLLM_CPU_KVCACHE_SPACE': '1'}
+
+
+def test_real_m27_nvfp4_recipe():
+    prof = real('minimax-m27-nvfp4')
+    assert (prof['tensor_parallel_size'], prof['nodes'], prof['gpu_memory_utilization']) == (2, 2, 0.82)
+    assert prof['device_args']['attention-backend'] == 'TRITON_ATTN'
+    assert prof['device_args']['moe-backend'] == 'marlin'
+    assert prof['device_args']['compilation-config'] == {'cudagraph_mode': 'NONE'}
+    assert prof['engine_args']['speculative-config'] == {'method': 'ngram', 'num_speculative_tokens': 5}
+    assert prof['device_env']['VLLM_USE_FLASHINFER_MOE_FP4'] == '0'
+
+
+def test_m3_uses_safetensors_and_1gb_object_store():
+    prof = real('minimax-m3-nvfp4')
+    assert prof['device_args']['load-format'] == 'safetensors'
+    assert prof['ray']['object_store_memory_bytes'] == 1024 ** 3
+    assert (prof['tensor_parallel_size'], prof['nodes']) == (3, 3)
+
+
+def test_overlay_may_not_change_tensor_parallel_size():
+    with pytest.raises(P.ProfileError, match=r"key 'tensor_parallel_size' may not be changed by an overlay"):
+        P.load('minimax-m27-nvfp4', RAW, {'tensor_parallel_size': 1}, 'bad')
+
+
+def test_overlay_may_not_change_served_name():
+    with pytest.raises(P.ProfileError, match=r'model.served_name may not be changed'):
+        P.load('minimax-m27-nvfp4', RAW, {'model': {'served_name': 'x'}}, 'bad')
+
+
+def test_unknown_profile_lists_known_ones():
+    with pytest.raises(P.ProfileError) as err:
+        P.load('minimax-m9', RAW)
+    assert 'gb10_profile' in str(err.value) and 'minimax-m27-nvfp4' in str(err.value)
+
+
+def _broken(mutate):
+    raw = copy.deepcopy(RAW)
+    mutate(raw['minimax-m27-nvfp4'])
+    return raw
+
+
+def test_flag_without_reason_is_refused():
+    raw = _broken(lambda p: p['device_args'].update({'enable-expert-parallel': True}))
+    with pytest.raises(P.ProfileError, match=r'no reason given for device_args.enable-expert-parallel'):
+        P.load('minimax-m27-nvfp4', raw)
+
+
+def test_reason_without_rule_id_is_refused():
+    raw = _broken(lambda p: p['why'].update({'image': 'because it works'}))
+    with pytest.raises(P.ProfileError, match=r'why.image: must give the reason with the rule ID'):
+        P.load('minimax-m27-nvfp4', raw)
+
+
+def test_tp_must_be_a_multiple_of_nodes():
+    raw = _broken(lambda p: p.update({'tensor_parallel_size': 3}))
+    with pytest.raises(P.ProfileError, match=r'TP 3 over 2 nodes'):
+        P.load('minimax-m27-nvfp4', raw)
+
+
+def test_refused_sglang_needs_reason_with_rule_id():
+    raw = copy.deepcopy(RAW)
+    raw['deepseek-v4-flash']['sglang']['reason'] = 'does not work'
+    with pytest.raises(P.ProfileError, match=r'sglang.reason: .*rule ID \(S4\)'):
+        P.load('deepseek-v4-flash', raw)
+
+
+def test_null_in_overlay_deletes_and_dicts_merge():
+    merged = P.merge_overlay({'device_args': {'a': 1, 'b': 2}, 'image': 'x'},
+                             {'device_args': {'a': None, 'c': 3}}, 't')
+    assert merged == {'device_args': {'b': 2, 'c': 3}, 'image': 'x'}
+
+
+def test_overlay_file_is_limited_to_the_allowed_keys():
+    assert set(SIM) <= set(P.OVERLAY_KEYS)

@@ -1,0 +1,96 @@
+"""Rendering profiles into engine command lines (V1, V2, V6, V10, S1-S4)."""
+import copy
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils.render import (
+    RenderError, engine_env, flags, sglang_launch_argv, vllm_serve_argv)
+
+from profile_helpers import real
+
+
+def pairs(argv):
+    return {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith('--')}
+
+
+def test_m27_nvfp4_vllm_argv():
+    argv = vllm_serve_argv(real('minimax-m27-nvfp4'), head_ip='10.0.0.1')
+    assert argv[:3] == ['vllm', 'serve', '/models/MiniMax-M2.7-NVFP4-GB10-AC']
+    got = pairs(argv)
+    assert got['--tensor-parallel-size'] == '2'
+    assert got['--gpu-memory-utilization'] == '0.82'
+    assert got['--attention-backend'] == 'TRITON_ATTN'
+    assert got['--moe-backend'] == 'marlin'
+    assert got['--tool-call-parser'] == 'minimax_m2'
+    assert got['--reasoning-parser'] == 'minimax_m2_append_think'
+    assert got['--compilation-config'] == '{"cudagraph_mode":"NONE"}'
+    assert got['--speculative-config'] == '{"method":"ngram","num_speculative_tokens":5}'
+    assert '--trust-remote-code' in argv and '--enforce-eager' not in argv
+    # Ray executor: the driver runs inside the head container (R1), no address on the line.
+    assert '10.0.0.1' not in argv
+
+
+def test_port_argument_overrides_profile():
+    assert pairs(vllm_serve_argv(real('minimax-m27-nvfp4'), port=8123))['--port'] == '8123'
+
+
+def test_false_renders_negated_flag_for_vllm_and_nothing_for_sglang():
+    assert flags({'enable-prefix-caching': False}) == ['--no-enable-prefix-caching']
+    assert flags({'enable-prefix-caching': False}, negatable=False) == []
+
+
+def test_mp_executor_renders_multinode_flags():
+    prof = copy.deepcopy(real('minimax-m27-nvfp4'))
+    prof['engine_args']['distributed-executor-backend'] = 'mp'
+    head = pairs(vllm_serve_argv(prof, head_ip='10.0.0.1'))
+    assert (head['--nnodes'], head['--node-rank'], head['--master-addr']) == ('2', '0', '10.0.0.1')
+    assert vllm_serve_argv(prof, head_ip='10.0.0.1', node_rank=1)[-1] == '--headless'
+    with pytest.raises(RenderError, match='pass head_ip'):
+        vllm_serve_argv(prof)
+
+
+def test_engine_env_is_env_plus_device_env_as_strings():
+    env = engine_env(real('minimax-m27-nvfp4'))
+    assert env['VLLM_NVFP4_GEMM_BACKEND'] == 'marlin'
+    assert env['VLLM_MARLIN_USE_ATOMIC_ADD'] == '1'
+    assert env['HF_HUB_OFFLINE'] == '1'
+    assert all(isinstance(v, str) for v in env.values())
+    assert 'RAY_memory_monitor_refresh_ms' not in env  # belongs to ray start (ray.env)
+
+
+def test_sglang_multinode_launch_uses_v0512_names():
+    argv = sglang_launch_argv(real('minimax-m27-nvfp4'), head_ip='10.0.0.1', node_rank=1)
+    assert argv[:3] == ['python3', '-m', 'sglang.launch_server']
+    got = pairs(argv)
+    assert got['--nnodes'] == '2' and got['--node-rank'] == '1'
+    assert got['--dist-init-addr'] == '10.0.0.1:20000'
+    assert got['--mem-fraction-static'] == '0.75'
+    assert got['--dist-timeout'] == '1800'
+    assert got['--context-length'] == '131072'
+    assert got['--kv-cache-dtype'] == 'fp8_e4m3'
+    assert '--disable-cuda-graph' in argv
+    for old in ('--num-nodes', '--master-addr', '--master-port', '--gpu-memory-utilization', '--max-model-len'):
+        assert old not in argv
+
+
+def test_sglang_disables_cuda_graphs_on_multinode_even_if_profile_forgets():
+    prof = copy.deepcopy(real('minimax-m27-nvfp4'))
+    del prof['sglang']['args']['disable-cuda-graph']
+    assert '--disable-cuda-graph' in sglang_launch_argv(prof, head_ip='10.0.0.1', node_rank=0)
+
+
+def test_sglang_refuses_deepseek_v4_flash_with_reason_and_alternative():
+    with pytest.raises(RenderError) as err:
+        sglang_launch_argv(real('deepseek-v4-flash'), head_ip='10.0.0.1', node_rank=0)
+    assert 'FlashMLA' in str(err.value) and 'engine vllm' in str(err.value) and 'S4' in str(err.value)
+
+
+def test_sglang_refuses_m27_fp8_deep_gemm():
+    with pytest.raises(RenderError, match='deep_gemm'):
+        sglang_launch_argv(real('minimax-m27-fp8'), head_ip='10.0.0.1', node_rank=0)
+
+
+@pytest.mark.parametrize('rank', [2, -1, True])
+def test_sglang_rank_out_of_range(rank):
+    with pytest.raises(RenderError, match='outside 0..1'):
+        sglang_launch_argv(real('minimax-m27-nvfp4'), head_ip='10.0.0.1', node_rank=rank)
