@@ -1,0 +1,117 @@
+"""Every profile's rendered `vllm serve` argv, checked by vLLM 0.32's own parser (rules V1-V6,
+V10), plus the values that parser accepts blindly, checked against vLLM's registries."""
+import copy
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils.render import engine_env, vllm_serve_argv
+
+from conftest import VARIANTS, variant
+
+# Read by the vLLM builds in the GB10 images the profiles name (seeds 000/003: vLLM 0.18-0.19
+# era images), no longer read by vLLM 0.32, where --moe-backend marlin (set in the same
+# profiles) selects the kernel. Listed here so a NEW unknown name still fails the test.
+LEGACY_ENV = {'VLLM_NVFP4_GEMM_BACKEND', 'VLLM_TEST_FORCE_FP8_MARLIN', 'VLLM_USE_FLASHINFER_MOE_FP4'}
+
+
+def parse(parser, argv):
+    assert argv[:2] == ['vllm', 'serve']
+    return parser.parse_args(argv[2:])
+
+
+def registry_problems(args):
+    """What vLLM's parser does not check but its registries do."""
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+    from vllm.model_executor.model_loader import _LOAD_FORMAT_TO_MODEL_LOADER
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    problems = []
+    if args.tool_call_parser and args.tool_call_parser not in ToolParserManager.list_registered():
+        problems.append('tool-call-parser %s is not registered' % args.tool_call_parser)
+    if args.reasoning_parser and args.reasoning_parser not in ReasoningParserManager.list_registered():
+        problems.append('reasoning-parser %s is not registered' % args.reasoning_parser)
+    if args.load_format not in _LOAD_FORMAT_TO_MODEL_LOADER:
+        problems.append('load-format %s has no model loader' % args.load_format)
+    backend = args.attention_backend
+    if backend is not None and getattr(backend, 'name', backend) not in AttentionBackendEnum.__members__:
+        problems.append('attention-backend %s is not a backend' % backend)
+    if args.quantization is not None and args.quantization not in QUANTIZATION_METHODS:
+        problems.append('quantization %s is not a method' % args.quantization)
+    return problems
+
+
+@pytest.mark.parametrize('name,overlay', VARIANTS)
+def test_rendered_argv_parses_and_values_are_registered(vllm_parser, name, overlay):
+    prof = variant(name, overlay)
+    argv = vllm_serve_argv(prof, head_ip='10.0.0.1')
+    args = parse(vllm_parser, argv)
+    assert args.model_tag == prof['model']['path']
+    assert args.tensor_parallel_size == prof['tensor_parallel_size']
+    assert args.gpu_memory_utilization == prof['gpu_memory_utilization']
+    assert args.max_model_len == prof['size_args']['max-model-len']
+    assert args.port == prof['serve']['port']
+    assert registry_problems(args) == []
+
+
+@pytest.mark.parametrize('name,overlay', VARIANTS)
+def test_engine_env_names_are_known_to_vllm(name, overlay):
+    import vllm.envs as envs
+    names = {k for k in engine_env(variant(name, overlay)) if k.startswith('VLLM_')}
+    unknown = names - set(envs.environment_variables)
+    assert unknown <= LEGACY_ENV, 'env names vLLM does not read: %s' % sorted(unknown - LEGACY_ENV)
+
+
+def test_legacy_env_names_are_really_gone_from_vllm_032():
+    import vllm.envs as envs
+    assert LEGACY_ENV.isdisjoint(envs.environment_variables)
+
+
+def test_m27_nvfp4_parsed_values(vllm_parser):
+    args = parse(vllm_parser, vllm_serve_argv(variant('minimax-m27-nvfp4', None)))
+    assert args.compilation_config.cudagraph_mode.name == 'NONE'  # V2
+    assert args.speculative_config == {'method': 'ngram', 'num_speculative_tokens': 5}  # V10
+    assert args.kv_cache_dtype == 'fp8_e4m3'
+    assert args.moe_backend == 'marlin'  # V1
+    assert args.distributed_executor_backend == 'ray'  # R1
+    assert args.enable_auto_tool_choice and args.trust_remote_code  # V6
+
+
+def test_speculative_method_is_one_vllm_knows():
+    from typing import get_args
+
+    from vllm.config.speculative import SpeculativeMethod
+    spec = variant('minimax-m27-nvfp4', None)['engine_args']['speculative-config']
+    assert spec['method'] in get_args(SpeculativeMethod)
+
+
+def test_mp_executor_multinode_flags_parse(vllm_parser):
+    prof = copy.deepcopy(variant('minimax-m27-nvfp4', 'sim-cpu'))
+    prof['engine_args']['distributed-executor-backend'] = 'mp'
+    args = parse(vllm_parser, vllm_serve_argv(prof, head_ip='10.0.0.1', node_rank=1))
+    assert (args.nnodes, args.node_rank, args.master_addr, args.headless) == (2, 1, '10.0.0.1', True)
+
+
+# Negative tests: the checks above must be able to fail.
+
+@pytest.mark.parametrize('bad', [
+    ['--max-model-length', '1024'],          # misspelt/renamed flag
+    ['--num-nodes', '2'],                    # SGLang's old name, not vLLM's
+    ['--kv-cache-dtype', 'fp8_e4m3fn'],      # not a choice
+    ['--moe-backend', 'cutlass_fp4'],        # not a choice
+])
+def test_parser_rejects_unknown_flags_and_choices(vllm_parser, bad):
+    argv = vllm_serve_argv(variant('minimax-m27-nvfp4', 'sim-cpu')) + bad
+    with pytest.raises(SystemExit):
+        parse(vllm_parser, argv)
+
+
+def test_registry_check_catches_what_the_parser_accepts(vllm_parser):
+    prof = copy.deepcopy(variant('minimax-m27-nvfp4', None))
+    prof['engine_args']['tool-call-parser'] = 'minimax_m9'
+    prof['engine_args']['reasoning-parser'] = 'minimax_m2_think_twice'
+    prof['device_args']['load-format'] = 'fastersafetensors'
+    prof['device_args']['attention-backend'] = 'TRITON_ATTENTION'
+    args = parse(vllm_parser, vllm_serve_argv(prof))
+    assert len(registry_problems(args)) == 4
