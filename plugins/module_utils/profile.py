@@ -181,6 +181,8 @@ def _validate_sglang(profile, source):
     _need(isinstance(sgl, dict) and isinstance(sgl.get('supported'), bool), source, 'sglang.supported',
           'must be true or false (rule S4: say whether SGLang can serve this recipe)')
     if sgl['supported']:
+        _need(isinstance(sgl.get('image'), str) and sgl['image'], source, 'sglang.image',
+              'must name the SGLang image (one container per node)')
         _need(_is_num(sgl.get('mem_fraction_static')) and 0 < sgl['mem_fraction_static'] <= 0.9, source,
               'sglang.mem_fraction_static', 'must be a number in (0, 0.9] (rule S3 uses 0.75)')
         _need(_is_int(sgl.get('dist_timeout')) and sgl['dist_timeout'] > 0, source, 'sglang.dist_timeout',

@@ -1,0 +1,202 @@
+# -*- coding: utf-8 -*-
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight: everything knowable before anything changes, from the facts of every node.
+
+Each check returns a list of problems; each problem names the host, the variable and the fix.
+roles/preflight gathers the facts (unified_memory, nvidia-smi, interface facts, model path) on
+every host and calls preflight_problems() once through the filter of the same name.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gb10.serving.plugins.module_utils.fit import FitError, fit_plan
+
+UTILIZATION_CEILING = 0.90
+KNOWN_GOOD_DRIVER_BRANCH = '580'
+# Link speed below which the "cluster" interface is the management NIC, not the ConnectX-7 link:
+# NCCL over 1 GbE gave ~6 tok/s at TP=3 (N5).
+MIN_CLUSTER_LINK_MBPS = 10000
+
+# V4: which vLLM --quantization loaders take which checkpoint formats.
+QUANT_LOADER_FORMATS = {
+    'mxfp4': ('mxfp4',),
+    'gptq_marlin': ('gptq-int4',),
+    'fp8': ('fp8', 'bf16', 'fp16'),
+    'modelopt_fp4': ('nvfp4',),
+}
+NGC_IMAGE_PREFIX = 'nvcr.io/nvidia/vllm'
+
+
+def _names(nodes):
+    return ', '.join(n['host'] for n in nodes)
+
+
+def check_inventory(profile, nodes):
+    """Hosts in gb10_cluster vs the profile's node count; the same Spark listed twice."""
+    problems = []
+    if len(nodes) != profile['nodes']:
+        problems.append(
+            'inventory: group gb10_cluster has %d host(s) (%s) but profile %s needs %d '
+            '(tensor_parallel_size %d, one GB10 per node). Fix: list exactly %d hosts in gb10_cluster, '
+            'or set gb10_profile to a profile for %d node(s).'
+            % (len(nodes), _names(nodes), profile['name'], profile['nodes'], profile['tensor_parallel_size'],
+               profile['nodes'], len(nodes)))
+    for key, var in (('ansible_host', 'ansible_host'), ('cluster_ip', 'gb10_cluster_ip')):
+        seen = {}
+        for node in nodes:
+            value = node.get(key)
+            if not value:
+                if key == 'cluster_ip':
+                    problems.append('host %s: gb10_cluster_ip is not set. Fix: set it in the inventory to the '
+                                    "host's address on the cluster link (roles/roce_facts can fill it)." % node['host'])
+                continue
+            if value in seen:
+                problems.append('hosts %s and %s: both have %s %s; the same Spark is listed twice. Fix: remove '
+                                'one from the inventory or correct its %s.' % (seen[value], node['host'], var, value, var))
+            else:
+                seen[value] = node['host']
+    return problems
+
+
+def check_engine(profile, engine, head):
+    """S4 (SGLang refusals), V4 (quantization loader vs checkpoint), V3 (load format vs image)."""
+    problems = []
+    if engine not in ('vllm', 'sglang'):
+        return ['host %s: gb10_engine is %r. Fix: set it to vllm or sglang.' % (head, engine)]
+    if engine == 'sglang' and not profile['sglang']['supported']:
+        problems.append('host %s: gb10_engine sglang cannot serve profile %s: %s. Fix: use %s.'
+                        % (head, profile['name'], profile['sglang']['reason'], profile['sglang']['alternative']))
+    model = profile['model']
+    quant = profile['device_args'].get('quantization')
+    if quant in QUANT_LOADER_FORMATS and model['checkpoint_format'] not in QUANT_LOADER_FORMATS[quant]:
+        problems.append(
+            'host %s: profile %s asks for --quantization %s but the checkpoint %s is %s; that loader takes %s (V4). '
+            'Fix: set device_args.quantization to %s in profiles/%s.yml.'
+            % (head, profile['name'], quant, model['repo'], model['checkpoint_format'],
+               ', '.join(QUANT_LOADER_FORMATS[quant]),
+               ' or '.join(q for q, f in sorted(QUANT_LOADER_FORMATS.items()) if model['checkpoint_format'] in f)
+               or 'the loader of that format', profile['name']))
+    mxfp4_loader = quant == 'mxfp4' or (quant is None and model['checkpoint_format'] == 'mxfp4'
+                                        and profile['image'].startswith(NGC_IMAGE_PREFIX))
+    if mxfp4_loader and model['family'] != 'gpt-oss':
+        problems.append(
+            "host %s: profile %s loads %s (family %s) with the mxfp4 loader, which takes gpt-oss checkpoints only "
+            "in NGC builds (V4; IndexError in fused_moe/layer.py). Fix: use --quantization gptq_marlin for GPTQ-Int4 "
+            "or fp8 for FP8 checkpoints, or an image whose loader handles this checkpoint."
+            % (head, profile['name'], model['repo'], model['family']))
+    if profile['image'].startswith(NGC_IMAGE_PREFIX) and profile['device_args'].get('load-format') == 'fastsafetensors':
+        problems.append('host %s: profile %s uses --load-format fastsafetensors with NGC image %s, which raises '
+                        'ImportError (V3). Fix: set device_args.load-format to safetensors (or drop it).'
+                        % (head, profile['name'], profile['image']))
+    return problems
+
+
+def check_utilization(profile, engine, head, ceiling=UTILIZATION_CEILING):
+    """H6: never above 0.90 of the unified pool."""
+    if engine == 'sglang' and profile['sglang']['supported']:
+        value, field = profile['sglang']['mem_fraction_static'], 'sglang.mem_fraction_static'
+    else:
+        value, field = profile['gpu_memory_utilization'], 'gpu_memory_utilization'
+    if value > ceiling:
+        return ['host %s: %s %.2f of profile %s is above the %.2f ceiling (H6): OOM and Xid 43 preemption on '
+                'unified memory. Fix: 0.85-0.87 usual, 0.82 for 131K context on two nodes or with other services '
+                '(profiles/%s.yml or its overlay).' % (head, field, value, profile['name'], ceiling, profile['name'])]
+    return []
+
+
+def check_driver(node):
+    """H1: driver 580.x; 590.x deadlocks CUDA graphs on GB10."""
+    version = (node.get('driver_version') or '').strip()
+    if not version:
+        return ['host %s: no driver version from gb10_nvidia_smi (%s): %s. Fix: install the 580 driver '
+                '(roles/nvidia_driver) or point gb10_nvidia_smi at nvidia-smi.'
+                % (node['host'], node.get('nvidia_smi', 'nvidia-smi'), node.get('driver_error') or 'empty output')]
+    branch = version.split('.')[0]
+    if branch != KNOWN_GOOD_DRIVER_BRANCH:
+        why = ('590.x has a CUDA-graph deadlock on GB10' if branch == '590'
+               else 'only 580.x is known good on sm_121')
+        return ['host %s: NVIDIA driver %s: %s (H1). Fix: run roles/nvidia_driver to pin 580.x (580.142 known '
+                'good), reboot, re-run.' % (node['host'], version, why)]
+    return []
+
+
+def check_interface(node, min_mbps=MIN_CLUSTER_LINK_MBPS):
+    """N3/N5: the cluster interface exists, is up, carries gb10_cluster_ip, is not loopback, and is
+    not the 1 GbE management NIC."""
+    host, name, iface = node['host'], node.get('cluster_iface'), node.get('iface') or {}
+    if not name:
+        return ['host %s: gb10_cluster_iface is not set. Fix: set it to the cluster link (the interface '
+                'ibdev2netdev shows "(Up)", e.g. enP7s7 or bond0).' % host]
+    if not iface.get('present'):
+        return ['host %s: gb10_cluster_iface %s does not exist on this host (it has %s). Fix: set it to the '
+                'cluster link.' % (host, name, ', '.join(node.get('interfaces') or []) or 'no interfaces')]
+    problems = []
+    if iface.get('type') == 'loopback' or name == 'lo':
+        problems.append('host %s: gb10_cluster_iface %s is loopback; Gloo/NCCL on loopback gives "Connection '
+                        'refused" or hangs (N3). Fix: name the cluster link.' % (host, name))
+    if not iface.get('active'):
+        problems.append('host %s: gb10_cluster_iface %s is down (N5). Fix: bring the link up (cable, '
+                        'netplan) or name the interface that is up.' % (host, name))
+    addresses = iface.get('ipv4') or []
+    if node.get('cluster_ip') and node['cluster_ip'] not in addresses:
+        problems.append('host %s: gb10_cluster_ip %s is not an address of gb10_cluster_iface %s (it has %s) (N5). '
+                        'Fix: make the two agree.' % (host, node['cluster_ip'], name, ', '.join(addresses) or 'none'))
+    speed = iface.get('speed')
+    if isinstance(speed, int) and 0 < speed < min_mbps:
+        problems.append('host %s: gb10_cluster_iface %s runs at %d Mb/s, the management NIC class; NCCL over '
+                        'it gave ~6 tok/s at TP=3 (N5). Fix: name the ConnectX-7 link (>= %d Mb/s).'
+                        % (host, name, speed, min_mbps))
+    return problems
+
+
+def check_model(profile, nodes):
+    """The model must be somewhere: model_sync copies it from the first host (M3)."""
+    if nodes and not any(n.get('model_present') for n in nodes):
+        return ['hosts %s: model.path %s of profile %s is absent on every host. Fix: download %s to %s on '
+                'the first host (%s); model_sync copies it to the others.'
+                % (_names(nodes), profile['model']['path'], profile['name'], profile['model']['repo'],
+                   profile['model']['path'], nodes[0]['host'])]
+    return []
+
+
+def check_memory(profile, nodes, shape=None):
+    """M2 (and H3-H5): weights + KV for the asked context on the poorest node."""
+    sized = [n for n in nodes if isinstance((n.get('memory') or {}).get('budget_gib'), (int, float))]
+    if not sized:
+        return ['hosts %s: no memory figures (gb10_proc_root / gb10_cuda_probe). Fix: check those variables.'
+                % _names(nodes)]
+    def room(node):
+        free = node['memory'].get('free_gib')
+        return free if isinstance(free, (int, float)) else node['memory']['budget_gib']
+
+    poorest = min(sized, key=room)
+    budget = min(n['memory']['budget_gib'] for n in sized)
+    frees = [n['memory']['free_gib'] for n in sized if isinstance(n['memory'].get('free_gib'), (int, float))]
+    try:
+        plan = fit_plan(profile, budget, free_gib=min(frees) if frees else None, shape=shape)
+    except FitError as exc:
+        return ['host %s: %s' % (poorest['host'], exc)]
+    if not plan['fits']:
+        return ['host %s (poorest node: %.1f GiB CUDA-visible, %s GiB available): profile %s (gb10_profile) does '
+                'not fit: %s' % (poorest['host'], budget, poorest['memory'].get('free_gib'), profile['name'],
+                                 plan['reason'])]
+    return []
+
+
+def preflight_problems(profile, nodes, engine=None, shape=None, ceiling=UTILIZATION_CEILING,
+                       min_link_mbps=MIN_CLUSTER_LINK_MBPS):
+    """All problems for this profile on these nodes (first = head), in a stable order."""
+    engine = engine or profile['engine']
+    head = nodes[0]['host'] if nodes else '(no hosts)'
+    problems = check_inventory(profile, nodes)
+    problems += check_engine(profile, engine, head)
+    problems += check_utilization(profile, engine, head, ceiling)
+    for node in nodes:
+        problems += check_driver(node)
+        problems += check_interface(node, min_link_mbps)
+    problems += check_model(profile, nodes)
+    problems += check_memory(profile, nodes, shape)
+    return problems

@@ -1,0 +1,186 @@
+"""Preflight checks (M2, H1, H6, N3, N5, S4, V3, V4): each bad input of docs/bad-input.md gets a
+message naming the host, the variable and the fix; a good setup gets none."""
+import copy
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils import preflight as PF
+
+from profile_helpers import real, sim
+
+
+def node(host, ip, **extra):
+    base = {
+        'host': host, 'ansible_host': host, 'cluster_ip': ip, 'cluster_iface': 'enP7s7',
+        'interfaces': ['lo', 'enP7s7', 'enP2p1s0'],
+        'iface': {'present': True, 'active': True, 'type': 'ether', 'speed': 200000, 'ipv4': [ip]},
+        'driver_version': '580.142', 'driver_error': '', 'nvidia_smi': 'nvidia-smi',
+        'memory': {'budget_gib': 119.7, 'free_gib': 114.0}, 'model_present': True,
+    }
+    base.update(extra)
+    return base
+
+
+def pair():
+    return [node('spark1', '10.0.0.1'), node('spark2', '10.0.0.2', model_present=False)]
+
+
+def problems(profile=None, nodes=None, **kw):
+    return PF.preflight_problems(profile or real('minimax-m27-nvfp4'), pair() if nodes is None else nodes, **kw)
+
+
+def one(found, *fragments):
+    assert len(found) == 1, found
+    for fragment in fragments:
+        assert fragment in found[0], (fragment, found[0])
+
+
+def test_good_two_spark_setup_passes():
+    assert problems() == []
+
+
+def test_sim_overlay_on_small_nodes_passes():
+    nodes = [node('s1', '172.30.210.11', memory={'budget_gib': 20.0, 'free_gib': 18.0}),
+             node('s2', '172.30.210.12', memory={'budget_gib': 20.0, 'free_gib': 18.0})]
+    assert problems(sim('minimax-m27-nvfp4'), nodes) == []
+
+
+def test_host_count_differs_from_profile_nodes():
+    one(problems(real('minimax-m3-nvfp4')), 'group gb10_cluster has 2 host(s) (spark1, spark2)',
+        'profile minimax-m3-nvfp4 needs 3', 'Fix: list exactly 3 hosts')
+
+
+def test_same_host_twice():
+    nodes = pair()
+    nodes[1]['ansible_host'] = 'spark1'
+    one(problems(nodes=nodes), 'hosts spark1 and spark2: both have ansible_host spark1', 'listed twice')
+
+
+def test_missing_cluster_ip():
+    nodes = pair()
+    nodes[1]['cluster_ip'] = ''
+    found = problems(nodes=nodes)
+    assert any('host spark2: gb10_cluster_ip is not set' in p for p in found)
+
+
+def test_utilization_above_ceiling():
+    prof = copy.deepcopy(real('minimax-m27-nvfp4'))
+    prof['gpu_memory_utilization'] = 0.95
+    found = problems(prof)
+    # 0.95 x 119.7 GiB is also more than the 114 GiB free: both are reported.
+    assert found[0].startswith('host spark1: gpu_memory_utilization 0.95')
+    assert 'above the 0.90 ceiling (H6)' in found[0] and 'Fix: 0.85-0.87' in found[0]
+
+
+def test_sglang_mem_fraction_above_ceiling():
+    prof = copy.deepcopy(real('minimax-m27-nvfp4'))
+    prof['sglang']['mem_fraction_static'] = 0.92
+    one(problems(prof, engine='sglang'), 'sglang.mem_fraction_static 0.92', '(H6)')
+
+
+def test_sglang_refused_for_deepseek_v4_flash():
+    found = problems(real('deepseek-v4-flash'), engine='sglang')
+    one(found, 'host spark1: gb10_engine sglang cannot serve profile deepseek-v4-flash', 'FlashMLA',
+        'Fix: use engine vllm')
+
+
+def test_sglang_accepted_for_m27_nvfp4():
+    assert problems(engine='sglang') == []
+
+
+def test_unknown_engine():
+    one(problems(engine='trtllm'), "gb10_engine is 'trtllm'", 'vllm or sglang')
+
+
+def test_mxfp4_loader_for_minimax_checkpoint():
+    prof = copy.deepcopy(real('minimax-m27-nvfp4'))
+    prof['device_args']['quantization'] = 'mxfp4'
+    found = problems(prof)
+    assert any('--quantization mxfp4 but the checkpoint saricles/MiniMax-M2.7-NVFP4-GB10-AC is nvfp4' in p
+               and 'modelopt_fp4' in p for p in found)
+    assert any('takes gpt-oss checkpoints only' in p for p in found)
+
+
+def test_ngc_image_with_mxfp4_checkpoint_and_fastsafetensors():
+    prof = copy.deepcopy(real('minimax-m27-mxfp4'))
+    prof['image'] = 'nvcr.io/nvidia/vllm:26.04-py3'
+    found = problems(prof)
+    assert any('mxfp4 loader' in p and '(V4' in p for p in found)
+    assert any('fastsafetensors with NGC image' in p and '(V3)' in p for p in found)
+    assert len(found) == 2
+
+
+def test_gptq_loader_needs_gptq_checkpoint():
+    prof = copy.deepcopy(real('minimax-m27-nvfp4'))
+    prof['device_args']['quantization'] = 'gptq_marlin'
+    one(problems(prof), '--quantization gptq_marlin', 'takes gptq-int4', 'Fix: set device_args.quantization to modelopt_fp4')
+
+
+@pytest.mark.parametrize('version,fragment', [
+    ('590.44.01', 'CUDA-graph deadlock on GB10 (H1)'),
+    ('575.57.08', 'only 580.x is known good'),
+])
+def test_driver_branch(version, fragment):
+    nodes = pair()
+    nodes[1]['driver_version'] = version
+    one(problems(nodes=nodes), 'host spark2: NVIDIA driver %s' % version, fragment, 'roles/nvidia_driver')
+
+
+def test_driver_unreadable():
+    nodes = pair()
+    nodes[0].update(driver_version='', driver_error='No such file or directory')
+    one(problems(nodes=nodes), 'host spark1: no driver version from gb10_nvidia_smi', 'No such file')
+
+
+def test_interface_unset_absent_loopback_down():
+    cases = [
+        ({'cluster_iface': ''}, 'gb10_cluster_iface is not set'),
+        ({'iface': {'present': False}}, 'gb10_cluster_iface enP7s7 does not exist on this host (it has lo, enP7s7'),
+    ]
+    for change, fragment in cases:
+        nodes = pair()
+        nodes[1].update(change)
+        one(problems(nodes=nodes), 'host spark2: ' + fragment)
+    nodes = pair()
+    nodes[1].update(cluster_iface='lo', iface={'present': True, 'active': True, 'type': 'loopback', 'ipv4': ['127.0.0.1']})
+    found = problems(nodes=nodes)
+    assert any('gb10_cluster_iface lo is loopback' in p and '(N3)' in p for p in found)
+    assert any('gb10_cluster_ip 10.0.0.2 is not an address of gb10_cluster_iface lo' in p for p in found)
+    nodes = pair()
+    nodes[0]['iface']['active'] = False
+    one(problems(nodes=nodes), 'host spark1: gb10_cluster_iface enP7s7 is down')
+
+
+def test_management_nic_speed():
+    nodes = pair()
+    nodes[0]['iface']['speed'] = 1000
+    one(problems(nodes=nodes), 'host spark1: gb10_cluster_iface enP7s7 runs at 1000 Mb/s', '~6 tok/s', '(N5)')
+
+
+def test_model_absent_everywhere():
+    nodes = pair()
+    nodes[0]['model_present'] = False
+    one(problems(nodes=nodes), 'model.path /models/MiniMax-M2.7-NVFP4-GB10-AC', 'absent on every host',
+        'saricles/MiniMax-M2.7-NVFP4-GB10-AC', 'first host (spark1)')
+
+
+def test_m27_fp8_does_not_fit():
+    one(problems(real('minimax-m27-fp8')), 'host spark1 (poorest node', 'weights do not fit (M2)', '106.6 GiB per node')
+
+
+def test_poorest_node_short_of_free_memory():
+    nodes = pair()
+    nodes[1]['memory'] = {'budget_gib': 119.7, 'free_gib': 55.0}
+    one(problems(nodes=nodes), 'host spark2 (poorest node', '55.0 GiB available', 'page cache (H3)')
+
+
+def test_no_memory_figures():
+    nodes = pair()
+    for n in nodes:
+        n['memory'] = {'budget_gib': None, 'free_gib': None}
+    one(problems(nodes=nodes), 'no memory figures', 'gb10_proc_root')
+
+
+def test_shape_from_config_json_is_used():
+    shape = {'attention': 'gqa', 'num_layers': 620, 'num_kv_heads': 8, 'head_dim': 128}
+    one(problems(shape=shape), 'KV cache too small for the asked context (M2)')
