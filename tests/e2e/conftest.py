@@ -1,0 +1,191 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""End-to-end harness: the simulated Spark cluster (tests/sim/) and Ansible runs through
+ansible-runner, read back as events and per-host stats (never scraped stdout).
+
+Fixtures
+  sim_cluster   (module scope) a fresh 2-host cluster, inventory/sim.ini  -> SimCluster
+  sim_cluster3  (module scope) a fresh 3-host cluster, inventory/sim3.ini -> SimCluster
+  run_playbook  run_playbook(playbook, inventory, extravars=None, limit=None, check=False)
+                -> RunResult (status, rc, stats per host, events)
+  run_adhoc     run_adhoc(module, args, inventory, pattern="gb10_cluster") -> RunResult
+
+The cluster is made fresh (host containers recreated, their engines emptied) the first time in
+the session that a module asks for it and whenever the size asked for changes; the volumes that cache the serving
+image in each host's engine are kept. At the end of the session the host containers are removed
+(GB10_SIM_KEEP=1 leaves them up to look at; `scripts/sim.sh down` removes everything).
+"""
+
+import importlib.util
+import itertools
+import os
+import sys
+import time
+
+import ansible_runner
+import pytest
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUTPUT = os.path.join(TOP, "tests", "output", "e2e")
+
+_spec = importlib.util.spec_from_file_location("gb10_sim_cluster", os.path.join(TOP, "tests", "sim", "cluster.py"))
+sim = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sim)
+
+_run_ids = itertools.count(1)
+# One folder per session: runner artifacts (events, stdout for a human) and a fact cache of its
+# own, since facts cached by earlier runs would describe hosts that no longer exist.
+_SESSION = os.path.join(OUTPUT, time.strftime("%Y%m%d-%H%M%S-") + str(os.getpid()))
+_FACT_CACHE = os.path.join(_SESSION, "facts")
+
+
+class RunResult:
+    """What one ansible-runner run gave: status ("successful", "failed", "timeout"...), rc,
+    stats[host] = {ok, changed, failed, unreachable, skipped, rescued, ignored}, and events."""
+
+    STAT_KEYS = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable",
+                 "skipped": "skipped", "rescued": "rescued", "ignored": "ignored"}
+
+    def __init__(self, runner, artifact_dir):
+        self.status = runner.status
+        self.rc = runner.rc
+        self.events = list(runner.events)
+        self.artifact_dir = artifact_dir
+        raw = runner.stats or {}
+        hosts = set(itertools.chain.from_iterable(raw.get(k, {}) for k in self.STAT_KEYS))
+        self.stats = {h: {name: raw.get(key, {}).get(h, 0) for key, name in self.STAT_KEYS.items()}
+                      for h in hosts}
+
+    def host_results(self, task=None, host=None, event="runner_on_ok"):
+        """event_data of task results: filter by task name, host and event type."""
+        out = []
+        for ev in self.events:
+            data = ev.get("event_data", {})
+            if ev.get("event") != event:
+                continue
+            if task is not None and data.get("task") != task:
+                continue
+            if host is not None and data.get("host") != host:
+                continue
+            out.append(data)
+        return out
+
+    def results_by_host(self, task=None, event="runner_on_ok"):
+        """{host: module result (res)} of one task (or of the ad-hoc module)."""
+        return {d["host"]: d.get("res", {}) for d in self.host_results(task=task, event=event)}
+
+    def failures(self):
+        """[(host, task, message)] of failed and unreachable results."""
+        out = []
+        for event in ("runner_on_failed", "runner_on_unreachable"):
+            for d in self.host_results(event=event):
+                if d.get("ignore_errors"):
+                    continue
+                res = d.get("res", {})
+                out.append((d.get("host"), d.get("task"), res.get("msg") or res.get("stderr") or res))
+        return out
+
+    def __repr__(self):
+        return "RunResult(status=%r, rc=%r, stats=%r, failures=%r, artifacts=%r)" % (
+            self.status, self.rc, self.stats, self.failures(), self.artifact_dir)
+
+
+def _runner_env():
+    return {
+        "ANSIBLE_COLLECTIONS_PATH": os.path.join(TOP, ".collections"),
+        "ANSIBLE_CONFIG": os.path.join(TOP, "ansible.cfg"),
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": _FACT_CACHE,
+        "ANSIBLE_NOCOLOR": "1",
+        # ansible-playbook of this venv, whatever PATH pytest was started with.
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    }
+
+
+def _abs(path):
+    return path if os.path.isabs(path) else os.path.join(TOP, path)
+
+
+def _run(name, timeout, **kwargs):
+    ident = "%03d-%s" % (next(_run_ids), name)
+    private = os.path.join(_SESSION, "runner")
+    os.makedirs(private, exist_ok=True)
+    runner = ansible_runner.run(
+        private_data_dir=private, ident=ident, project_dir=TOP, envvars=_runner_env(),
+        quiet=True, timeout=timeout, **kwargs)
+    return RunResult(runner, os.path.join(private, "artifacts", ident))
+
+
+@pytest.fixture(scope="session")
+def run_playbook():
+    """run_playbook(playbook, inventory, extravars=None, limit=None, check=False, timeout=3600)."""
+    def _run_playbook(playbook, inventory, extravars=None, limit=None, check=False, timeout=3600):
+        kwargs = {"playbook": _abs(playbook), "inventory": _abs(inventory), "timeout": timeout}
+        if extravars:
+            kwargs["extravars"] = extravars
+        if limit:
+            kwargs["limit"] = limit
+        if check:
+            kwargs["cmdline"] = "--check"
+        return _run(os.path.splitext(os.path.basename(playbook))[0], **kwargs)
+    return _run_playbook
+
+
+@pytest.fixture(scope="session")
+def run_adhoc():
+    """run_adhoc(module, args, inventory, pattern="gb10_cluster", timeout=300): one module on hosts."""
+    def _run_adhoc(module, args, inventory, pattern="gb10_cluster", timeout=300):
+        return _run(module.split(".")[-1], timeout=timeout, module=module, module_args=args,
+                    host_pattern=pattern, inventory=_abs(inventory))
+    return _run_adhoc
+
+
+class SimCluster:
+    """The cluster a test got: hosts (head first), their addresses, its inventory, the images."""
+
+    def __init__(self, state):
+        self.state = state
+        self.hosts = [h["name"] for h in state["hosts"]]
+        self.ips = {h["name"]: h["ip"] for h in state["hosts"]}
+        self.head = self.hosts[0]
+        self.inventory = state["inventory"]
+        self.image_name = state["image_name"]
+        self.serving_image = state["serving_image"]
+        self.model_path = state["model_path"]
+
+
+class _Manager:
+    def __init__(self):
+        self.cluster = sim.Cluster()
+        self.size = None
+        self.state = None
+
+    def ensure(self, count):
+        if self.size != count:
+            t0 = time.monotonic()
+            self.state = self.cluster.up(count, fresh=True)
+            self.size = count
+            sys.stderr.write("e2e: fresh %d-host simulated cluster in %.0f s\n" % (count, time.monotonic() - t0))
+        return SimCluster(self.state)
+
+    def finish(self):
+        if self.size is not None and os.environ.get("GB10_SIM_KEEP") != "1":
+            self.cluster.down(keep_cache=True)
+
+
+@pytest.fixture(scope="session")
+def sim_manager():
+    manager = _Manager()
+    yield manager
+    manager.finish()
+
+
+@pytest.fixture(scope="module")
+def sim_cluster(sim_manager):
+    """A fresh simulated 2-Spark cluster (inventory/sim.ini)."""
+    return sim_manager.ensure(2)
+
+
+@pytest.fixture(scope="module")
+def sim_cluster3(sim_manager):
+    """A fresh simulated 3-Spark cluster (inventory/sim3.ini), for TP=3."""
+    return sim_manager.ensure(3)

@@ -1,0 +1,121 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The simulated Spark cluster itself, checked the way the roles will use it: through Ansible
+over SSH with the sim inventories (ad-hoc modules via ansible-runner, results read from events).
+
+If these fail, the deploy tests cannot mean anything: fix the simulation first.
+"""
+
+import json
+
+import docker
+
+# CUDA-visible total while DGX OS's modprobe override file was present at boot (rule H2): a fresh
+# simulated Spark boots with that file, as a fresh Spark does (tests/fixtures/gb10-sim/README.md).
+CUDA_TOTAL_WITH_OVERRIDE = 66571993088
+
+
+def ok_results(result, hosts):
+    """The per-host module results of an ad-hoc run that must have succeeded on every host."""
+    assert result.status == "successful", result
+    by_host = result.results_by_host()
+    assert sorted(by_host) == sorted(hosts), result
+    for host in hosts:
+        assert result.stats[host]["failed"] == 0 and result.stats[host]["unreachable"] == 0, result
+    return by_host
+
+
+def test_every_host_answers_ansible_over_ssh(sim_cluster, run_adhoc):
+    result = run_adhoc("ansible.builtin.ping", "", sim_cluster.inventory)
+    by_host = ok_results(result, sim_cluster.hosts)
+    assert {h: r.get("ping") for h, r in by_host.items()} == {h: "pong" for h in sim_cluster.hosts}
+
+
+def test_group_gb10_cluster_has_the_head_first(sim_cluster, run_adhoc):
+    # Contract: the first host of gb10_cluster is the head (Ray head, engine driver, rank 0).
+    result = run_adhoc("ansible.builtin.debug", "var=groups.gb10_cluster", sim_cluster.inventory,
+                       pattern=sim_cluster.head)
+    res = ok_results(result, [sim_cluster.head])[sim_cluster.head]
+    assert res["groups.gb10_cluster"] == sim_cluster.hosts
+
+
+def test_each_host_runs_its_own_engine_on_overlay2(sim_cluster, run_adhoc):
+    # overlay2 (not vfs) proves the named volume at /var/lib/docker is in place; vfs would copy
+    # every layer of the 4 GB serving image.
+    result = run_adhoc("ansible.builtin.command", "docker info", sim_cluster.inventory)
+    for host, res in ok_results(result, sim_cluster.hosts).items():
+        assert "Storage Driver: overlay2" in res["stdout"], (host, res["stdout"])
+
+
+def test_serving_image_is_loaded_under_the_overlay_name(sim_cluster, run_adhoc):
+    want = docker.from_env().images.get(sim_cluster.serving_image).id
+    result = run_adhoc("ansible.builtin.command", "docker image inspect %s" % sim_cluster.image_name,
+                       sim_cluster.inventory)
+    for host, res in ok_results(result, sim_cluster.hosts).items():
+        assert json.loads(res["stdout"])[0]["Id"] == want, host
+
+
+def test_host_network_containers_reach_the_other_host(sim_cluster, run_adhoc):
+    # Rule H8's layout: a container of the host's engine with host networking has the host's own
+    # address on the cluster network, and reaches the other host there (here: its sshd banner).
+    head, worker = sim_cluster.hosts[0], sim_cluster.hosts[1]
+    probe = ("import socket; s = socket.create_connection(('%s', 22), timeout=5); print(s.recv(7).decode())"
+             % sim_cluster.ips[head])
+    result = run_adhoc(
+        "ansible.builtin.command",
+        "docker run --rm --network host %s sh -c \"ip -4 -o addr show dev eth0; python3 -c \\\"%s\\\"\""
+        % (sim_cluster.image_name, probe),
+        sim_cluster.inventory, pattern=worker, timeout=120)
+    out = ok_results(result, [worker])[worker]["stdout"]
+    assert "inet %s/" % sim_cluster.ips[worker] in out
+    assert out.rstrip().endswith("SSH-2.0"), out
+
+
+def test_gb10_fixture_answers_through_the_inventory_variables(sim_cluster, run_adhoc):
+    result = run_adhoc("ansible.builtin.command",
+                       "{{ gb10_nvidia_smi }} --query-gpu=name,driver_version --format=csv,noheader",
+                       sim_cluster.inventory)
+    for host, res in ok_results(result, sim_cluster.hosts).items():
+        assert res["stdout"].strip() == "NVIDIA GB10, 580.142", host
+    result = run_adhoc("ansible.builtin.command", "{{ gb10_cuda_probe }}", sim_cluster.inventory)
+    for host, res in ok_results(result, sim_cluster.hosts).items():
+        total, free = (int(x) for x in res["stdout"].split())
+        assert total == CUDA_TOTAL_WITH_OVERRIDE and 0 < free <= total, (host, res["stdout"])
+    result = run_adhoc("ansible.builtin.command", "grep -E '^MemTotal:' {{ gb10_proc_root }}/meminfo",
+                       sim_cluster.inventory)
+    for host, res in ok_results(result, sim_cluster.hosts).items():
+        assert res["stdout"].split()[1] == "125510140", host  # 119.7 GiB, one GB10 pool
+
+
+def test_model_is_on_the_head_only(sim_cluster, run_adhoc):
+    # model_sync's job is to copy it to the others; the simulation must not do it for it.
+    result = run_adhoc("ansible.builtin.stat", "path=%s/config.json" % sim_cluster.model_path,
+                       sim_cluster.inventory)
+    exists = {h: r["stat"]["exists"] for h, r in ok_results(result, sim_cluster.hosts).items()}
+    assert exists == {h: h == sim_cluster.head for h in sim_cluster.hosts}
+
+
+def test_down_removes_what_the_simulation_made_and_nothing_else(sim_manager, sim_cluster):
+    client = docker.from_env()
+    # Same name prefix, no label: a container the simulation did not make (never started).
+    decoy = client.containers.create(sim_cluster.state["host_image"], name="gb10-sim-decoy-unlabelled")
+    try:
+        sim_manager.cluster.down(keep_cache=True)
+        sim_manager.size = None  # the next fixture request brings a fresh cluster up again
+        label = "gb10.sim=cluster"
+        assert client.containers.list(all=True, filters={"label": label}) == []
+        assert client.networks.list(filters={"label": label}) == []
+        assert client.containers.get(decoy.id).name == "gb10-sim-decoy-unlabelled"
+    finally:
+        decoy.remove(force=True)
+
+
+def test_three_host_cluster_for_tp3(sim_cluster3, run_adhoc):
+    assert len(sim_cluster3.hosts) == 3
+    result = run_adhoc("ansible.builtin.stat", "path=%s/config.json" % sim_cluster3.model_path,
+                       sim_cluster3.inventory)
+    exists = {h: r["stat"]["exists"] for h, r in ok_results(result, sim_cluster3.hosts).items()}
+    assert exists == {h: h == sim_cluster3.head for h in sim_cluster3.hosts}
+    result = run_adhoc("ansible.builtin.command", "docker image inspect %s" % sim_cluster3.image_name,
+                       sim_cluster3.inventory)
+    ok_results(result, sim_cluster3.hosts)

