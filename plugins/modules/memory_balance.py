@@ -13,7 +13,7 @@ module: memory_balance
 short_description: Compare the nodes' free memory before launch and size GPU memory utilization
 version_added: "0.1.0"
 description:
-  - GB10 nodes are not equal after a reboot (a 7 GB gap was seen: page cache, extra services).
+  - GB10 nodes are not equal after a reboot (a 7 GB gap was seen, from page cache and extra services).
     SGLang refuses to load when one node has less than 90% of another's free memory
     ("The memory capacity is unbalanced"), and a node short of headroom swaps and makes rank 0
     time out (rule H5).

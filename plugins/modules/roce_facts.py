@@ -21,8 +21,8 @@ description:
     (rules N1, N2, N3; C(socket) is the explicit TCP mode of rule N4; C(roce_ring) the switchless
     three-node ring of rule N6, with per-connection GIDs through C(NCCL_IB_ADDR_RANGE) and no
     global C(NCCL_IB_GID_INDEX)).
-  - Flags the wrong wire (rule N5) in C(problems) and fails on them unless O(fail_on_problems=false):
-    the cluster address on a slow management NIC, no RoCE port up, the cluster subnet on no RoCE
+  - Flags the wrong wire (rule N5) in C(problems) and fails on them unless O(fail_on_problems=false),
+    namely the cluster address on a slow management NIC, no RoCE port up, the cluster subnet on no RoCE
     device, HCAs with different GID indexes, ring ports without IPv4 or sharing a subnet, a CX7 port
     count that is neither 2 nor 4, and, given O(peers), nodes that disagree.
   - Reads only; never reports C(changed).
