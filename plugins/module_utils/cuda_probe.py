@@ -5,8 +5,7 @@
 
 On GB10 nvidia-smi and NVML report no memory ("[N/A]"), so the driver API is asked directly:
 cuInit, cuDeviceGet, cuCtxCreate, cuMemGetInfo through ctypes, needing nothing but the driver's
-libcuda. A probe command (parameter cuda_probe) can replace it; it prints "TOTAL FREE" in bytes,
-as this file does when run with python3.
+libcuda. A probe command (parameter cuda_probe) can replace it; it prints "TOTAL FREE" in bytes.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -73,12 +72,3 @@ def probe_libcuda(device=0):
     finally:
         cuda.cuCtxDestroy_v2(ctx)
     return total.value, free.value
-
-
-if __name__ == '__main__':  # "python3 cuda_probe.py" is a probe command for gb10_cuda_probe
-    import sys
-    try:
-        print('%d %d' % probe_libcuda())
-    except CudaProbeError as exc:
-        sys.stderr.write('cuda_probe: %s\n' % exc)
-        sys.exit(1)

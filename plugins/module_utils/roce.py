@@ -241,12 +241,12 @@ def plan(ports, addresses, netdevs, cluster_ip, transport='roce', cluster_iface=
             problems.append('no ACTIVE RoCE port has a RoCE v2 IPv4 GID in %s: the cluster subnet is '
                             'not on a RoCE device, so NCCL would not use RDMA for it (rule N5)'
                             % network)
-        indexes = sorted(set(gid['index'] for _, gid in chosen))
+        indexes = sorted(set(gid['index'] for unused_port, gid in chosen))
         if len(indexes) > 1:
             problems.append('the RoCE v2 IPv4 GID index differs between HCAs (%s); NCCL_IB_GID_INDEX '
                             'is one number (rule N1)'
                             % ', '.join('%s=%d' % (p['device'], g['index']) for p, g in chosen))
-        result['hcas'] = [port['device'] for port, _ in chosen]
+        result['hcas'] = [port['device'] for port, unused_gid in chosen]
         result['gid_index'] = indexes[0] if indexes else None
         env.update(ROCE_COMMON_ENV)
         env['NCCL_IB_HCA'] = ','.join(result['hcas'])

@@ -18,6 +18,9 @@ def kit(tmp_path, fixture_path, monkeypatch):
                    capture_output=True)
     monkeypatch.setenv('GB10_SIM_ROOT', str(root))
     monkeypatch.setenv('GB10_SIM_KIT', str(root / 'opt' / 'gb10-sim'))
+    # the CI machine's own processes (a simulated cluster's vLLM, say) are not this node's
+    (tmp_path / 'proc').mkdir()
+    monkeypatch.setenv('GB10_SIM_PROC', str(tmp_path / 'proc'))
 
     class Kit:
         path = root
@@ -111,3 +114,14 @@ def test_set_changes_driver_and_services(kit, run_module):
 def test_plant_leak_rejects_a_non_number(kit):
     out = kit.run('gb10-plant-leak', 'lots')
     assert out.returncode == 2 and 'usage' in out.stderr
+
+
+def test_running_vllm_is_a_gpu_workload_not_a_leak(kit, run_module, tmp_path):
+    engine = tmp_path / 'proc' / '4121'
+    engine.mkdir()
+    (engine / 'cmdline').write_bytes(b'/usr/bin/python3\0/usr/local/bin/vllm serve\0/models/m\0')
+    kit.run('gb10-plant-leak', '60')  # the engine's memory looks the same as a leak
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert result['gpu_workload'] is True
+    assert result['gpu_processes'][0]['pid'] == 4121
+    assert result['leaked'] is False
