@@ -29,7 +29,8 @@ def kit(tmp_path, fixture_path, monkeypatch):
             cmd = [str(root / 'opt' / 'gb10-sim' / 'bin' / argv[0])] + list(argv[1:])
             if argv[0] == 'gb10-test-boot':
                 cmd[0] = str(root / 'usr' / 'local' / 'sbin' / 'gb10-test-boot')
-            return subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+            return subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy(),
+                                  check=False)  # callers assert on the return code
 
         def args(self, **extra):
             args = {'proc_root': str(root / 'var' / 'lib' / 'gb10-sim' / 'proc'),
