@@ -79,3 +79,69 @@ def test_malformed_output_gives_a_clear_error(fixture_path, name, message):
 def test_units_left_in_by_a_query_without_nounits_are_still_read():
     gpu, = parse_gpus('0, NVIDIA H100 80GB HBM3, GPU-x, 580.159.04, 81559 MiB, 0 MiB, 81079 MiB\n')
     assert gpu['memory_total_bytes'] == 81559 * MIB
+
+
+class FakeNVML:
+    """pynvml as a GB10 answers it: memory info NotSupported, one compute process with no usage."""
+
+    class NVMLError(Exception):
+        pass
+
+    class Proc:
+        pid = 4121
+        usedGpuMemory = None
+
+    def __init__(self, start_fails=False):
+        self.start_fails = start_fails
+        self.shut = False
+
+    def nvmlInit(self):
+        if self.start_fails:
+            raise self.NVMLError('Driver Not Loaded')
+
+    def nvmlShutdown(self):
+        self.shut = True
+
+    def nvmlSystemGetDriverVersion(self):
+        return b'580.142'
+
+    def nvmlDeviceGetCount(self):
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        raise self.NVMLError('Not Supported')
+
+    def nvmlDeviceGetName(self, handle):
+        return 'NVIDIA GB10'
+
+    def nvmlDeviceGetUUID(self, handle):
+        return 'GPU-5e1f0a73-9c2d-4b8e-a61f-2f0c7d3e9b14'
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [self.Proc()]
+
+    def nvmlSystemGetProcessName(self, pid):
+        return b'/usr/bin/python3'
+
+
+def test_nvml_on_gb10_gives_the_same_shapes_as_nvidia_smi(monkeypatch):
+    from ansible_collections.gb10.serving.plugins.module_utils import nvidia_smi
+    fake = FakeNVML()
+    monkeypatch.setattr(nvidia_smi, 'pynvml', fake)
+    gpus, apps = nvidia_smi.nvml_query()
+    assert gpus == [{'index': 0, 'name': 'NVIDIA GB10',
+                     'uuid': 'GPU-5e1f0a73-9c2d-4b8e-a61f-2f0c7d3e9b14', 'driver_version': '580.142',
+                     'memory_total_bytes': None, 'memory_used_bytes': None,
+                     'memory_free_bytes': None}]
+    assert apps == [{'pid': 4121, 'name': '/usr/bin/python3', 'used_bytes': None}]
+    assert fake.shut
+
+
+def test_nvml_without_a_driver_is_a_clear_error(monkeypatch):
+    from ansible_collections.gb10.serving.plugins.module_utils import nvidia_smi
+    monkeypatch.setattr(nvidia_smi, 'pynvml', FakeNVML(start_fails=True))
+    with pytest.raises(NvidiaSmiError, match='NVML did not start: Driver Not Loaded'):
+        nvidia_smi.nvml_query()
