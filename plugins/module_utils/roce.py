@@ -220,10 +220,11 @@ def plan(ports, addresses, netdevs, cluster_ip, transport='roce', cluster_iface=
     if transport in ('roce', 'socket'):
         speed = info.get('speed_mbps')
         if speed is None or speed < min_speed_mbps:
-            problems.append('%s (%s) runs at %s: that is a management NIC, not the 200 Gb/s cluster '
-                            'link; NCCL over it gave ~6 tok/s (rule N5). Put gb10_cluster_ip on the '
-                            'ConnectX-7 link' % (iface, ip, '%d Mb/s' % speed if speed else
-                                                 'an unknown speed (link down?)'))
+            problems.append('%s (%s) runs at %s, below %d Mb/s: a management NIC, not the 200 Gb/s '
+                            'cluster link; NCCL over one gave ~6 tok/s (rule N5). Put gb10_cluster_ip '
+                            'on the ConnectX-7 link' % (iface, ip, '%d Mb/s' % speed if speed else
+                                                        'an unknown speed (link down?)',
+                                                        min_speed_mbps))
     if transport != 'socket' and not active:
         problems.append('no RoCE port is ACTIVE (%s): NCCL would fall back to sockets silently '
                         '(rule N5); check cables and `ibdev2netdev`, or choose transport socket '

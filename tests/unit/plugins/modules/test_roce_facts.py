@@ -59,3 +59,15 @@ def test_bad_address_json_is_a_clear_failure(run_module, fixture_path):
         'sys_root': fixture_path('sysfs', 'direct-pair', 'spark1'), 'cluster_ip': '192.168.100.10',
         'ip_addr_json': '<html>'})
     assert failed and 'ip -j addr' in result['msg']
+
+
+def test_without_ip_addr_json_it_runs_ip_j_addr(run_module, fixture_path, tmp_path, monkeypatch):
+    fake_ip = tmp_path / 'ip'
+    fake_ip.write_text('#!/bin/sh\n[ "$1 $2" = "-j addr" ] || exit 1\ncat %s\n'
+                       % fixture_path('sysfs', 'bonded-pair', 'spark1', 'ip-addr.json'))
+    fake_ip.chmod(0o755)
+    monkeypatch.setenv('PATH', '%s:/usr/bin:/bin' % tmp_path)
+    failed, result = run_module(roce_facts.main, {
+        'sys_root': fixture_path('sysfs', 'bonded-pair', 'spark1'), 'cluster_ip': '10.0.0.1'})
+    assert not failed, result.get('msg')
+    assert result['cluster_iface'] == 'bond0' and result['gid_index'] == 5
