@@ -1,0 +1,119 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/deploy-m27.yml on the simulated 2-Spark cluster (TP=2), checked as a user would:
+the playbook succeeds, Ray inside the head container sees two nodes with one GPU each (R5), the
+engine runs inside the Ray head container (R1), the OpenAI Python client gets a chat answer from
+the endpoint, and a second run reports changed=0 and keeps the same containers and engine process
+(O2).
+"""
+
+import json
+import os
+import subprocess
+
+import openai
+import pytest
+
+PLAYBOOK = "playbooks/deploy-m27.yml"
+HEAD = "gb10-ray-head"
+WORKER = "gb10-ray-worker"
+PORT = 8000  # serve.port of profiles/minimax-m27-nvfp4.yml
+TP = 2
+
+
+def on_host(host, *argv):
+    """Run a command in a simulated Spark (a container of this machine's Docker)."""
+    proc = subprocess.run(["docker", "exec", host] + list(argv), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (argv, proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+def container_id(host, name):
+    return on_host(host, "docker", "inspect", "--format", "{{.Id}}", name).strip()
+
+
+def engine_process(head):
+    """(pid, start time in clock ticks, argv) of the engine inside the head container."""
+    out = on_host(head, "docker", "exec", HEAD, "sh", "-c",
+                  'pid=$(cat /var/lib/gb10-engine/pid); echo "$pid"; cut -d" " -f22 /proc/$pid/stat; '
+                  'tr "\\0" "\\n" < /proc/$pid/cmdline')
+    lines = out.splitlines()
+    return lines[0], lines[1], lines[2:]
+
+
+def api_key(head):
+    # The api_key role keeps a generated key on the controller, named after the head.
+    path = os.path.expanduser("~/.config/gb10-serving/%s.api-key" % head)
+    with open(path) as f:
+        return f.read().strip()
+
+
+def assert_succeeded(result, hosts):
+    assert result.status == "successful", result
+    for host in hosts:
+        assert result.stats[host]["failed"] == 0 and result.stats[host]["unreachable"] == 0, result
+
+
+@pytest.fixture(scope="module")
+def deployed(sim_cluster, run_playbook):
+    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=3000)
+    assert_succeeded(result, sim_cluster.hosts)
+    return result
+
+
+def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
+    # Ray's own Python API inside the head container, as a driver of the cluster (R5).
+    out = on_host(sim_cluster.head, "docker", "exec", HEAD, "python3", "-c",
+                  "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
+                  "print(json.dumps([{'alive': n['Alive'], 'ip': n['NodeManagerAddress'], "
+                  "'gpus': n['Resources'].get('GPU', 0)} for n in ray.nodes()]))")
+    nodes = [n for n in json.loads(out.strip().splitlines()[-1]) if n["alive"]]
+    assert sorted(n["ip"] for n in nodes) == sorted(sim_cluster.ips.values())
+    assert [n["gpus"] for n in nodes] == [1.0] * len(sim_cluster.hosts)
+
+
+def test_engine_runs_inside_the_ray_head_container(sim_cluster, deployed):
+    # R1: `vllm serve` is a process of the head container with TP over Ray, not a ray:// client.
+    _, _, argv = engine_process(sim_cluster.head)
+    assert "serve" in argv and any(a.endswith("/vllm") or a == "vllm" for a in argv), argv
+    assert argv[argv.index("--tensor-parallel-size") + 1] == str(TP)
+    assert argv[argv.index("--distributed-executor-backend") + 1] == "ray"
+    assert not any(a.startswith("ray://") for a in argv)
+    # The workers' containers run Ray only; their node hosts the second rank.
+    for host in sim_cluster.hosts[1:]:
+        assert on_host(host, "docker", "inspect", "--format", "{{.State.Running}}", WORKER).strip() == "true"
+
+
+def test_openai_client_gets_a_chat_answer(sim_cluster, deployed):
+    client = openai.OpenAI(base_url="http://%s:%d/v1" % (sim_cluster.ips[sim_cluster.head], PORT),
+                           api_key=api_key(sim_cluster.head), timeout=300, max_retries=0)
+    model = client.models.list().data[0].id
+    answer = client.chat.completions.create(
+        model=model, max_tokens=512,
+        messages=[{"role": "user", "content": "Name three colours."}])
+    choice = answer.choices[0]
+    assert choice.message.role == "assistant"
+    assert choice.message.content or choice.message.tool_calls, answer
+    assert choice.finish_reason in ("stop", "length")
+    assert answer.usage.completion_tokens > 0
+
+
+def test_the_endpoint_refuses_a_request_without_the_key(sim_cluster, deployed):
+    client = openai.OpenAI(base_url="http://%s:%d/v1" % (sim_cluster.ips[sim_cluster.head], PORT),
+                           api_key="wrong-key", timeout=60, max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        client.models.list()
+
+
+def test_second_deploy_changes_nothing_and_keeps_the_engine(sim_cluster, deployed, run_playbook):
+    before = {h: container_id(h, HEAD if h == sim_cluster.head else WORKER) for h in sim_cluster.hosts}
+    engine_before = engine_process(sim_cluster.head)
+
+    again = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800)
+
+    assert_succeeded(again, sim_cluster.hosts)
+    assert {h: again.stats[h]["changed"] for h in sim_cluster.hosts} == {h: 0 for h in sim_cluster.hosts}, again
+    after = {h: container_id(h, HEAD if h == sim_cluster.head else WORKER) for h in sim_cluster.hosts}
+    assert after == before
+    # Same pid and same start time: the very same engine process, not a restart (O2).
+    assert engine_process(sim_cluster.head)[:2] == engine_before[:2]

@@ -1,0 +1,53 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/deploy-m3.yml on the simulated 3-Spark cluster (TP=3). Marked `tp3`: it recreates
+the cluster with three hosts, so run it after the 2-host tests (`pytest tests/e2e -m "not tp3"`,
+then `pytest tests/e2e -m tp3`).
+"""
+
+import json
+import subprocess
+
+import openai
+import pytest
+
+from .test_deploy import HEAD, api_key, assert_succeeded, engine_process, on_host
+
+pytestmark = pytest.mark.tp3
+
+PLAYBOOK = "playbooks/deploy-m3.yml"
+PORT = 8000  # serve.port of profiles/minimax-m3-nvfp4.yml
+
+
+@pytest.fixture(scope="module")
+def deployed3(sim_cluster3, run_playbook):
+    result = run_playbook(PLAYBOOK, sim_cluster3.inventory, timeout=3000)
+    assert_succeeded(result, sim_cluster3.hosts)
+    return result
+
+
+def test_ray_sees_three_nodes(sim_cluster3, deployed3):
+    out = on_host(sim_cluster3.head, "docker", "exec", HEAD, "python3", "-c",
+                  "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
+                  "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]))")
+    assert sorted(json.loads(out.strip().splitlines()[-1])) == sorted(sim_cluster3.ips.values())
+
+
+def test_engine_is_tp3_and_answers(sim_cluster3, deployed3):
+    _, _, argv = engine_process(sim_cluster3.head)
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "3"
+    client = openai.OpenAI(base_url="http://%s:%d/v1" % (sim_cluster3.ips[sim_cluster3.head], PORT),
+                           api_key=api_key(sim_cluster3.head), timeout=300, max_retries=0)
+    answer = client.chat.completions.create(
+        model=client.models.list().data[0].id, max_tokens=512,
+        messages=[{"role": "user", "content": "Count to five."}])
+    assert answer.choices[0].message.content or answer.choices[0].message.tool_calls, answer
+    assert answer.usage.completion_tokens > 0
+
+
+def test_model_was_copied_to_every_node(sim_cluster3, deployed3):
+    sums = {h: subprocess.run(["docker", "exec", h, "sh", "-c",
+                               "cd %s && find . -type f | LC_ALL=C sort | xargs sha256sum" % sim_cluster3.model_path],
+                              capture_output=True, text=True, check=True).stdout
+            for h in sim_cluster3.hosts}
+    assert len(set(sums.values())) == 1 and sums[sim_cluster3.head], sums
