@@ -166,11 +166,11 @@ class Cluster:
 
     def _exec(self, container, cmd, stdin=None, check=True):
         """docker exec on the outer engine; (rc, output). Uses the CLI for stdin streaming."""
-        p = subprocess.run(["docker", "exec", "-i", container.name] + cmd, input=stdin,
+        p = subprocess.run(["docker", "exec", "-i", container.name] + cmd, input=stdin, check=False,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
         if check and p.returncode != 0:
-            raise SimError("on %s: %s failed (exit %d): %s" % (container.name, " ".join(cmd), p.returncode,
-                                                              p.stdout.strip()[-2000:]))
+            raise SimError("on %s: %s failed (exit %d): %s"
+                           % (container.name, " ".join(cmd), p.returncode, p.stdout.strip()[-2000:]))
         return p.returncode, p.stdout
 
     def _wait(self, container, ip):
@@ -208,7 +208,7 @@ class Cluster:
             t0 = time.monotonic()
             save = subprocess.Popen(["docker", "save", serving_image], stdout=subprocess.PIPE)
             load = subprocess.run(["docker", "exec", "-i", container.name, "docker", "load", "-q"],
-                                  stdin=save.stdout, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  stdin=save.stdout, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   universal_newlines=True)
             save.stdout.close()
             if save.wait() != 0 or load.returncode != 0:
@@ -221,7 +221,7 @@ class Cluster:
         tar = subprocess.Popen(["tar", "-C", model_dir, "--exclude", ".complete", "-c", "."], stdout=subprocess.PIPE)
         p = subprocess.run(["docker", "exec", "-i", container.name, "sh", "-c",
                             'rm -rf "$1" && mkdir -p "$1" && tar -C "$1" -x', "sh", model_path],
-                           stdin=tar.stdout, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+                           stdin=tar.stdout, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
         tar.stdout.close()
         if tar.wait() != 0 or p.returncode != 0:
             raise SimError("%s: copying the model to %s failed: %s" % (container.name, model_path, p.stdout))
@@ -280,8 +280,8 @@ class Cluster:
         }
         with open(STATE, "w") as f:
             json.dump(state, f, indent=1)
-        log("%d hosts up in %.0f s: %s" % (count, time.monotonic() - t0,
-                                            ", ".join("%s %s" % (h["name"], h["ip"]) for h in hosts)))
+        where = ", ".join("%s %s" % (h["name"], h["ip"]) for h in hosts)
+        log("%d hosts up in %.0f s: %s" % (count, time.monotonic() - t0, where))
         return state
 
     def down(self, keep_cache=False):
