@@ -77,7 +77,8 @@ def test_gb10_fixture_answers_through_the_inventory_variables(sim_cluster, run_a
                        sim_cluster.inventory)
     for host, res in ok_results(result, sim_cluster.hosts).items():
         assert res["stdout"].strip() == "NVIDIA GB10, 580.142", host
-    result = run_adhoc("ansible.builtin.command", "{{ gb10_cuda_probe }}", sim_cluster.inventory)
+    # Quoted: ad-hoc arguments that start with "{" and end with "}" are read as JSON.
+    result = run_adhoc("ansible.builtin.command", "'{{ gb10_cuda_probe }}'", sim_cluster.inventory)
     for host, res in ok_results(result, sim_cluster.hosts).items():
         total, free = (int(x) for x in res["stdout"].split())
         assert total == CUDA_TOTAL_WITH_OVERRIDE and 0 < free <= total, (host, res["stdout"])
