@@ -1,0 +1,51 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller scaling: first run and no-op re-run of bench/playbooks/host_config.yml against
+2, 4, 8 and 16 light hosts. Reports wall time per size and its growth relative to 2 hosts."""
+import configparser
+import os
+
+from bench.hosts import TOP, light_hosts
+from bench.runner import changed_total, run_playbook
+
+PLAYBOOK = os.path.join(TOP, 'bench', 'playbooks', 'host_config.yml')
+
+
+def settings():
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(TOP, 'ansible.cfg'))
+    return {
+        'forks': cfg.get('defaults', 'forks'),
+        'pipelining': cfg.get('ssh_connection', 'pipelining'),
+        'ssh_args': cfg.get('ssh_connection', 'ssh_args'),
+        'gathering': cfg.get('defaults', 'gathering'),
+        'fact_caching': cfg.get('defaults', 'fact_caching'),
+    }
+
+
+def run(sizes=(2, 4, 8, 16)):
+    rows = []
+    for size in sizes:
+        # NET_ADMIN: the firewall role loads an iptables chain on each host.
+        with light_hosts(size, cap_add=('NET_ADMIN', 'NET_RAW')) as (inventory, _hosts):
+            first, first_stats, _ = run_playbook(PLAYBOOK, inventory)
+            noop, noop_stats, _ = run_playbook(PLAYBOOK, inventory)
+        rows.append({'hosts': size, 'first_run_s': round(first, 2),
+                     'noop_rerun_s': round(noop, 2),
+                     'first_changed': changed_total(first_stats),
+                     'noop_changed': changed_total(noop_stats)})
+    base = rows[0]['noop_rerun_s']
+    for row in rows:
+        row['noop_vs_smallest'] = round(row['noop_rerun_s'] / base, 2)
+        row['noop_s_per_host'] = round(row['noop_rerun_s'] / row['hosts'], 3)
+    return {'settings': settings(), 'rows': rows}
+
+
+def table(result):
+    lines = ['| hosts | first run (s) | no-op re-run (s) | re-run vs 2 hosts | s per host | changed on re-run |',
+             '|---|---|---|---|---|---|']
+    for r in result['rows']:
+        lines.append('| %d | %.1f | %.1f | %.2fx | %.2f | %d |' % (
+            r['hosts'], r['first_run_s'], r['noop_rerun_s'], r['noop_vs_smallest'],
+            r['noop_s_per_host'], r['noop_changed']))
+    return '\n'.join(lines)

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Serving benchmark against an OpenAI-compatible endpoint (run by playbooks/benchmark.yml).
+
+Shape of the field reports: prompts of PREFILL tokens, GENERATE tokens out (ignore_eos, so every
+request produces exactly that many), at each concurrency level. Streams every response to time
+the first token. Uses the `openai` client from PyPI. Bounded: each level sends
+`requests_per_level` requests, each with a timeout. Writes JSON and prints a table.
+"""
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import time
+
+import openai
+
+WORDS = ('spark grace blackwell unified memory tensor parallel rank nccl roce gloo ray vllm '
+         'kernel marlin triton cache prefill decode token expert router shard weight').split()
+
+
+async def calibrated_prompt(client, model, target_tokens, seed):
+    """A prompt of about target_tokens tokens, measured by the server's own tokenizer."""
+    rng = random.Random(seed)
+    words = [rng.choice(WORDS) for _ in range(target_tokens)]
+    for _ in range(4):  # bounded: converges in one or two rounds
+        text = ' '.join(words)
+        probe = await client.completions.create(model=model, prompt=text, max_tokens=1)
+        have = probe.usage.prompt_tokens
+        if abs(have - target_tokens) <= max(8, target_tokens // 100):
+            return text, have
+        words = words[:max(1, int(len(words) * target_tokens / have))] if have > target_tokens \
+            else words + [rng.choice(WORDS) for _ in range(target_tokens - have)]
+    return ' '.join(words), have
+
+
+async def one_request(client, model, prompt, generate):
+    start = time.perf_counter()
+    first = None
+    chunks = 0
+    stream = await client.completions.create(
+        model=model, prompt=prompt, max_tokens=generate, stream=True, temperature=0.0,
+        stream_options={'include_usage': True},
+        extra_body={'ignore_eos': True, 'min_tokens': generate})
+    usage = None
+    async for chunk in stream:
+        if chunk.choices and chunk.choices[0].text:
+            chunks += 1
+            if first is None:
+                first = time.perf_counter()
+        if chunk.usage:
+            usage = chunk.usage
+    end = time.perf_counter()
+    out_tokens = usage.completion_tokens if usage else chunks
+    return {'latency_s': end - start, 'ttft_s': (first or end) - start,
+            'output_tokens': out_tokens,
+            'tpot_s': (end - (first or end)) / max(out_tokens - 1, 1)}
+
+
+async def level(client, model, prompts, generate, concurrency, total):
+    gate = asyncio.Semaphore(concurrency)
+
+    async def gated(i):
+        async with gate:
+            return await one_request(client, model, prompts[i % len(prompts)], generate)
+
+    start = time.perf_counter()
+    results = await asyncio.gather(*(gated(i) for i in range(total)))
+    wall = time.perf_counter() - start
+    out = sum(r['output_tokens'] for r in results)
+    return {
+        'concurrency': concurrency,
+        'requests': total,
+        'wall_s': round(wall, 3),
+        'output_tokens': out,
+        'output_tok_per_s': round(out / wall, 2),
+        'mean_ttft_s': round(statistics.mean(r['ttft_s'] for r in results), 3),
+        'mean_tpot_ms': round(1000 * statistics.mean(r['tpot_s'] for r in results), 2),
+        'per_request_tok_per_s': round(statistics.mean(
+            r['output_tokens'] / r['latency_s'] for r in results), 2),
+    }
+
+
+async def main(args):
+    client = openai.AsyncOpenAI(base_url=args.base_url, api_key=args.api_key or 'none',
+                                timeout=args.timeout, max_retries=0)
+    model = args.model or (await client.models.list()).data[0].id
+    prompts = []
+    for seed in range(max(args.concurrency)):
+        prompts.append((await calibrated_prompt(client, model, args.prefill, seed))[0])
+    _, measured = await calibrated_prompt(client, model, args.prefill, 0)
+    await one_request(client, model, prompts[0], 8)  # warm-up, not reported
+    rows = []
+    for concurrency in args.concurrency:
+        total = max(args.requests_per_level, concurrency)
+        rows.append(await level(client, model, prompts, args.generate, concurrency, total))
+    report = {'endpoint': args.base_url, 'model': model, 'prefill_tokens': measured,
+              'generate_tokens': args.generate, 'levels': rows}
+    with open(args.output, 'w') as handle:
+        json.dump(report, handle, indent=2)
+    print('model %s, prompt %d tokens, %d generated per request'
+          % (model, measured, args.generate))
+    print('%11s %8s %8s %12s %10s %10s %14s'
+          % ('concurrency', 'requests', 'wall_s', 'out_tok/s', 'ttft_s', 'tpot_ms', 'tok/s/request'))
+    for r in rows:
+        print('%11d %8d %8.2f %12.2f %10.3f %10.2f %14.2f'
+              % (r['concurrency'], r['requests'], r['wall_s'], r['output_tok_per_s'],
+                 r['mean_ttft_s'], r['mean_tpot_ms'], r['per_request_tok_per_s']))
+    print('json: %s' % args.output)
+
+
+if __name__ == '__main__':
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--base-url', required=True)
+    parser.add_argument('--api-key', default=None, help='or the OPENAI_API_KEY environment')
+    parser.add_argument('--model', default=None)
+    parser.add_argument('--prefill', type=int, default=2048)
+    parser.add_argument('--generate', type=int, default=128)
+    parser.add_argument('--concurrency', type=int, nargs='+', default=[1, 4, 8])
+    parser.add_argument('--requests-per-level', type=int, default=8)
+    parser.add_argument('--timeout', type=float, default=600.0)
+    parser.add_argument('--output', required=True)
+    arguments = parser.parse_args()
+    if arguments.api_key is None:
+        import os
+        arguments.api_key = os.environ.get('OPENAI_API_KEY')
+    try:
+        asyncio.run(main(arguments))
+    except openai.APIError as exc:
+        sys.exit('benchmark failed against %s: %s' % (arguments.base_url, exc))
