@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Serving benchmark against an OpenAI-compatible endpoint (run by playbooks/benchmark.yml).
@@ -25,15 +25,15 @@ WORDS = ('spark grace blackwell unified memory tensor parallel rank nccl roce gl
 async def calibrated_prompt(client, model, target_tokens, seed):
     """A prompt of about target_tokens tokens, measured by the server's own tokenizer."""
     rng = random.Random(seed)
-    words = [rng.choice(WORDS) for _ in range(target_tokens)]
-    for _ in range(4):  # bounded: converges in one or two rounds
+    words = [rng.choice(WORDS) for unused in range(target_tokens)]
+    for unused_round in range(4):  # bounded: converges in one or two rounds
         text = ' '.join(words)
         probe = await client.completions.create(model=model, prompt=text, max_tokens=1)
         have = probe.usage.prompt_tokens
         if abs(have - target_tokens) <= max(8, target_tokens // 100):
             return text, have
         words = words[:max(1, int(len(words) * target_tokens / have))] if have > target_tokens \
-            else words + [rng.choice(WORDS) for _ in range(target_tokens - have)]
+            else words + [rng.choice(WORDS) for unused in range(target_tokens - have)]
     return ' '.join(words), have
 
 
@@ -91,7 +91,7 @@ async def main(args):
     prompts = []
     for seed in range(max(args.concurrency)):
         prompts.append((await calibrated_prompt(client, model, args.prefill, seed))[0])
-    _, measured = await calibrated_prompt(client, model, args.prefill, 0)
+    unused_text, measured = await calibrated_prompt(client, model, args.prefill, 0)
     await one_request(client, model, prompts[0], 8)  # warm-up, not reported
     rows = []
     for concurrency in args.concurrency:

@@ -14,7 +14,7 @@ version_added: "0.1.0"
 author:
   - gb10.serving developers (@gb10-serving)
 description:
-  - Renders C(python3 -m sglang.launch_server) for one node with the v0.5.12 flag names (rule S1):
+  - Renders C(python3 -m sglang.launch_server) for one node with the v0.5.12 flag names (rule S1),
     C(--tp-size), C(--nnodes), C(--node-rank), C(--dist-init-addr head:port), C(--context-length),
     C(--mem-fraction-static), C(--kv-cache-dtype fp8_e4m3); C(--dist-timeout) (S3) and
     C(--disable-cuda-graph) on more than one node (S2).

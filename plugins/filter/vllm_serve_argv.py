@@ -15,7 +15,7 @@ author:
   - gb10.serving developers (@gb10-serving)
 description:
   - Renders a profile from the P(gb10.serving.profile#lookup) lookup into the argv of
-    C(vllm serve), starting C(["vllm", "serve", <model path>, ...]): served name, host, port,
+    C(vllm serve), starting C(["vllm", "serve", <model path>, ...]); served name, host, port,
     TP size, GPU memory utilization, then the profile's engine args, size args and device args.
   - C(true) renders a bare flag, C(false) renders C(--no-<flag>), mappings render as JSON.
   - Every profile's result is parsed by vLLM's own argument parser in C(tests/engine).

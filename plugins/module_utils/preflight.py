@@ -168,6 +168,7 @@ def check_memory(profile, nodes, shape=None):
     if not sized:
         return ['hosts %s: no memory figures (gb10_proc_root / gb10_cuda_probe). Fix: check those variables.'
                 % _names(nodes)]
+
     def room(node):
         free = node['memory'].get('free_gib')
         return free if isinstance(free, (int, float)) else node['memory']['budget_gib']

@@ -34,7 +34,7 @@ def test_ray_sees_three_nodes(sim_cluster3, deployed3):
 
 
 def test_engine_is_tp3_and_answers(sim_cluster3, deployed3):
-    _, _, argv = engine_process(sim_cluster3.head)
+    unused_pid, unused_start, argv = engine_process(sim_cluster3.head)
     assert argv[argv.index("--tensor-parallel-size") + 1] == "3"
     client = openai.OpenAI(base_url="http://%s:%d/v1" % (sim_cluster3.ips[sim_cluster3.head], PORT),
                            api_key=api_key(sim_cluster3.head), timeout=300, max_retries=0)

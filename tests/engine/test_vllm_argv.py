@@ -57,14 +57,14 @@ def test_rendered_argv_parses_and_values_are_registered(vllm_parser, name, overl
 
 @pytest.mark.parametrize('name,overlay', VARIANTS)
 def test_engine_env_names_are_known_to_vllm(name, overlay):
-    import vllm.envs as envs
+    from vllm import envs
     names = {k for k in engine_env(variant(name, overlay)) if k.startswith('VLLM_')}
     unknown = names - set(envs.environment_variables)
     assert unknown <= LEGACY_ENV, 'env names vLLM does not read: %s' % sorted(unknown - LEGACY_ENV)
 
 
 def test_legacy_env_names_are_really_gone_from_vllm_032():
-    import vllm.envs as envs
+    from vllm import envs
     assert LEGACY_ENV.isdisjoint(envs.environment_variables)
 
 

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Helper of the gb10.serving.model_sync role (rule M3): a manifest of sizes and SHA-256 checksums
 # on the node that has the model, and on every other node a resumable, parallel, verified pull
 # over the cluster link from that node's temporary rsync daemon. Prints one JSON object.
