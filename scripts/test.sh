@@ -69,7 +69,9 @@ run_molecule() {
 }
 
 run_e2e() {
-  if [ -d tests/e2e ]; then python -m pytest -q -x tests/e2e; fi
+  # Two-host tests first (one cluster for all of them), then the three-host cluster (TP=3).
+  python -m pytest -q -x -m "not tp3" tests/e2e
+  python -m pytest -q -x -m tp3 tests/e2e
 }
 
 for s in "${stages[@]}"; do
