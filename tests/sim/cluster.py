@@ -190,8 +190,8 @@ class Cluster:
         deadline = time.monotonic() + DOCKERD_WAIT_S
         while self._exec(container, ["docker", "info"], check=False)[0] != 0:
             if time.monotonic() > deadline:
-                rc, tail = self._exec(container, ["tail", "-n", "30", "/var/log/dockerd.log"], check=False)
-                raise SimError("%s: its Docker engine did not answer within %d s; dockerd.log ends:\n%s"
+                rc, tail = self._exec(container, ["tail", "-n", "30", "/var/log/docker.log"], check=False)
+                raise SimError("%s: its Docker engine did not answer within %d s; docker.log ends:\n%s"
                                % (container.name, DOCKERD_WAIT_S, tail))
             time.sleep(2)
 

@@ -56,7 +56,7 @@ def test_sim_argv_drops_gpu_only_flags_and_runs_eager(name):
                  '--load-format', '--compilation-config'):
         assert flag not in argv
     assert '--enforce-eager' in argv
-    assert argv[argv.index('--max-model-len') + 1] == '1024'
+    assert argv[argv.index('--max-model-len') + 1] == '4096'
     assert sim(name)['device_env'] == {'VLLM_CPU_KVCACHE_SPACE': '1'}
 
 
