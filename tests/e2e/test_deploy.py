@@ -117,3 +117,75 @@ def test_second_deploy_changes_nothing_and_keeps_the_engine(sim_cluster, deploye
     assert after == before
     # Same pid and same start time: the very same engine process, not a restart (O2).
     assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
+
+
+# Drift (rule O3, issue 5): on the deployed cluster, drift.yml passes untouched; each mutation
+# makes it fail naming the host and the rule, and the check-mode run changes nothing.
+DRIFT = "playbooks/drift.yml"
+OVERRIDE = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
+
+
+def drift(run_playbook, sim_cluster):
+    result = run_playbook(DRIFT, sim_cluster.inventory, extravars={"gb10_profile": "minimax-m27-nvfp4"},
+                          check=True, timeout=900)
+    assert all(result.stats[h]["changed"] == 0 for h in sim_cluster.hosts), result
+    return result
+
+
+def findings(result):
+    """{(host, rule)} from the failed checks; a check's name ends with its rule ID."""
+    return {(host, task.rsplit("(", 1)[-1].rstrip(")")) for host, task, _msg in result.failures()}
+
+
+def test_drift_passes_on_the_deployed_cluster(sim_cluster, deployed, run_playbook):
+    result = drift(run_playbook, sim_cluster)
+    assert result.status == "successful", result
+
+
+def test_drift_names_an_override_file_that_came_back(sim_cluster, deployed, run_playbook):
+    worker = sim_cluster.hosts[1]
+    on_host(worker, "sh", "-c", "echo 'options nvidia-drm modeset=1' > " + OVERRIDE)
+    try:
+        result = drift(run_playbook, sim_cluster)
+        assert result.status == "failed"
+        assert findings(result) == {(worker, "H2")}, result
+        on_host(worker, "test", "-f", OVERRIDE)  # check mode left it where it was
+    finally:
+        on_host(worker, "rm", "-f", OVERRIDE)
+
+
+def test_drift_names_an_edited_env_file(sim_cluster, deployed, run_playbook):
+    head = sim_cluster.head
+    original = on_host(head, "cat", "/etc/gb10/nccl.env")
+    on_host(head, "sh", "-c", "sed -i 's/^GLOO_SOCKET_IFNAME=.*/GLOO_SOCKET_IFNAME=lo/' /etc/gb10/nccl.env")
+    try:
+        result = drift(run_playbook, sim_cluster)
+        assert result.status == "failed"
+        assert findings(result) == {(head, "N1")}, result
+        assert "GLOO_SOCKET_IFNAME=lo" in on_host(head, "cat", "/etc/gb10/nccl.env")
+    finally:
+        subprocess.run(["docker", "exec", "-i", head, "sh", "-c", "cat > /etc/gb10/nccl.env"],
+                       input=original, text=True, check=True, timeout=60)
+
+
+def test_drift_names_an_engine_started_with_other_flags(sim_cluster, deployed, run_playbook):
+    head = sim_cluster.head
+    script = "/var/lib/gb10-engine/running.sh"  # vllm_serve_state_dir (roles/vllm_serve/vars)
+    # As if someone restarted the engine by hand with other flags: its launch id no longer matches.
+    on_host(head, "docker", "exec", HEAD, "sed", "-i", "s/^# gb10-engine-id: /# gb10-engine-id: hand-/", script)
+    try:
+        result = drift(run_playbook, sim_cluster)
+        assert result.status == "failed"
+        assert findings(result) == {(head, "R1")}, result
+    finally:
+        on_host(head, "docker", "exec", HEAD, "sed", "-i", "s/^# gb10-engine-id: hand-/# gb10-engine-id: /", script)
+
+
+def test_drift_names_a_stopped_ray_worker(sim_cluster, deployed, run_playbook):
+    # Last in this module: the engine loses its rank-1 worker.
+    worker = sim_cluster.hosts[1]
+    on_host(worker, "docker", "stop", WORKER)
+    result = drift(run_playbook, sim_cluster)
+    assert result.status == "failed"
+    assert (worker, "R2") in findings(result), result
+    assert on_host(worker, "docker", "inspect", "-f", "{{.State.Running}}", WORKER).strip() == "false"
