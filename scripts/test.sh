@@ -5,14 +5,21 @@
 #   sanity    ansible-test sanity on a copy laid out as ansible_collections/gb10/serving
 #   unit      pytest tests/unit (modules, module_utils, filters, callback)
 #   engine    rendered engine command lines against the real vLLM argument parser (.venv-engine)
-#   molecule  every scenario under molecule/ (converge, idempotence, verify)
-#   e2e       pytest tests/e2e on the simulated Spark cluster
-# Usage: scripts/test.sh [stage ...]   (default: all stages)
+#   molecule  every scenario under molecule/ that runs on its own test hosts
+#   e2e       pytest tests/e2e on the simulated 2-Spark cluster (deploy, re-run, drift)
+# Slower stages, not in the default run (CI's 90 minutes on 2 cores):
+#   molecule-sim  the scenarios that drive the simulated cluster (ray_cluster, vllm_serve); the
+#                 e2e stage runs the same roles on the same cluster through deploy-m27.yml
+#   e2e-tp3       the 3-Spark cluster, TP=3 through deploy-m3.yml
+# Usage: scripts/test.sh [stage ...]   (default: lint sanity unit engine molecule e2e; `full`: all)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint sanity unit engine molecule e2e)
+[ "${stages[*]}" != full ] || stages=(lint sanity unit engine molecule molecule-sim e2e e2e-tp3)
+# Scenarios whose hosts are the simulated cluster (tests/sim), not test hosts of their own.
+sim_scenarios=(ray_cluster vllm_serve)
 
 scripts/setup.sh
 export PATH="$top/.venv/bin:$PATH"
@@ -20,7 +27,7 @@ export ANSIBLE_COLLECTIONS_PATH="$top/.collections"
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 
 needs_docker=0
-for s in "${stages[@]}"; do case "$s" in molecule|e2e) needs_docker=1 ;; esac; done
+for s in "${stages[@]}"; do case "$s" in molecule*|e2e*) needs_docker=1 ;; esac; done
 if [ "$needs_docker" = 1 ]; then
   scripts/host-deps.sh
   GB10_TEST_IMAGE=$(tests/images/build_base.sh)
@@ -63,16 +70,23 @@ run_molecule() {
   local scenario
   for scenario in molecule/*/; do
     scenario=$(basename "$scenario")
+    [[ " ${sim_scenarios[*]} " == *" $scenario "* ]] && continue
     echo "=== molecule test -s $scenario"
     molecule test -s "$scenario"
   done
 }
 
-run_e2e() {
-  # Two-host tests first (one cluster for all of them), then the three-host cluster (TP=3).
-  python -m pytest -q -x -m "not tp3" tests/e2e
-  python -m pytest -q -x -m tp3 tests/e2e
+run_molecule-sim() {
+  local scenario
+  for scenario in "${sim_scenarios[@]}"; do
+    echo "=== molecule test -s $scenario"
+    molecule test -s "$scenario"
+  done
 }
+
+run_e2e() { python -m pytest -q -x -m "not tp3" tests/e2e; }
+
+run_e2e-tp3() { python -m pytest -q -x -m tp3 tests/e2e; }
 
 for s in "${stages[@]}"; do
   echo "##### stage: $s"
