@@ -126,10 +126,10 @@ OVERRIDE = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
 
 
 def drift(run_playbook, sim_cluster):
-    result = run_playbook(DRIFT, sim_cluster.inventory, extravars={"gb10_profile": "minimax-m27-nvfp4"},
-                          check=True, timeout=900)
-    assert all(result.stats[h]["changed"] == 0 for h in sim_cluster.hosts), result
-    return result
+    # Check mode: a "changed" result is a change the run would make, not one it made; each test
+    # checks that its mutation is still in place afterwards.
+    return run_playbook(DRIFT, sim_cluster.inventory, extravars={"gb10_profile": "minimax-m27-nvfp4"},
+                        check=True, timeout=900)
 
 
 def findings(result):
