@@ -107,7 +107,9 @@ def _abs(path):
 
 def _run(name, timeout, **kwargs):
     ident = "%03d-%s" % (next(_run_ids), name)
-    private = os.path.join(_SESSION, "runner")
+    # One private data dir per run: ansible-runner keeps a run's cmdline (--check) in
+    # <private>/env/cmdline, and a shared dir would carry it into every later run.
+    private = os.path.join(_SESSION, "runner", ident)
     os.makedirs(private, exist_ok=True)
     runner = ansible_runner.run(
         private_data_dir=private, ident=ident, project_dir=TOP, envvars=_runner_env(),
