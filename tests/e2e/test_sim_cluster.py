@@ -13,6 +13,7 @@ import docker
 # CUDA-visible total while DGX OS's modprobe override file was present at boot (rule H2): a fresh
 # simulated Spark boots with that file, as a fresh Spark does (tests/fixtures/gb10-sim/README.md).
 CUDA_TOTAL_WITH_OVERRIDE = 66571993088
+CUDA_TOTAL_WITHOUT = 128522383360  # 119.7 GiB: after modprobe_override removed the file and rebooted
 
 
 def ok_results(result, hosts):
@@ -78,10 +79,16 @@ def test_gb10_fixture_answers_through_the_inventory_variables(sim_cluster, run_a
     for host, res in ok_results(result, sim_cluster.hosts).items():
         assert res["stdout"].strip() == "NVIDIA GB10, 580.142", host
     # Quoted: ad-hoc arguments that start with "{" and end with "}" are read as JSON.
+    # A fresh host boots with DGX OS's override file (CUDA sees ~62 GB); once a deploy in this
+    # session removed it and rebooted, the whole pool. The probe must agree with the file.
+    override = run_adhoc("ansible.builtin.stat", "path=/etc/modprobe.d/zz-nvidia-drm-override.conf",
+                         sim_cluster.inventory)
+    present = {h: r["stat"]["exists"] for h, r in ok_results(override, sim_cluster.hosts).items()}
     result = run_adhoc("ansible.builtin.command", "'{{ gb10_cuda_probe }}'", sim_cluster.inventory)
     for host, res in ok_results(result, sim_cluster.hosts).items():
         total, free = (int(x) for x in res["stdout"].split())
-        assert total == CUDA_TOTAL_WITH_OVERRIDE and 0 < free <= total, (host, res["stdout"])
+        want = CUDA_TOTAL_WITH_OVERRIDE if present[host] else CUDA_TOTAL_WITHOUT
+        assert total == want and 0 < free <= total, (host, present[host], res["stdout"])
     result = run_adhoc("ansible.builtin.command", "grep -E '^MemTotal:' {{ gb10_proc_root }}/meminfo",
                        sim_cluster.inventory)
     for host, res in ok_results(result, sim_cluster.hosts).items():
