@@ -161,8 +161,8 @@ class _Manager:
         self.size = None
         self.state = None
 
-    def ensure(self, count):
-        if self.size != count:
+    def ensure(self, count, fresh=False):
+        if fresh or self.size != count:
             t0 = time.monotonic()
             self.state = self.cluster.up(count, fresh=True)
             self.size = count

@@ -9,6 +9,7 @@ If these fail, the deploy tests cannot mean anything: fix the simulation first.
 import json
 
 import docker
+import pytest
 
 # CUDA-visible total while DGX OS's modprobe override file was present at boot (rule H2): a fresh
 # simulated Spark boots with that file, as a fresh Spark does (tests/fixtures/gb10-sim/README.md).
@@ -25,6 +26,13 @@ def ok_results(result, hosts):
         assert result.stats[host]["failed"] == 0 and result.stats[host]["unreachable"] == 0, result
     return by_host
 
+
+
+@pytest.fixture(scope="module")
+def sim_cluster(sim_manager):
+    """This module checks the simulation as it is created (override file present, model on the
+    head only), so it starts from a fresh cluster even after a module that deployed on it."""
+    return sim_manager.ensure(2, fresh=True)
 
 def test_every_host_answers_ansible_over_ssh(sim_cluster, run_adhoc):
     result = run_adhoc("ansible.builtin.ping", "", sim_cluster.inventory)
