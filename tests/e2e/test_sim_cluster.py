@@ -27,12 +27,12 @@ def ok_results(result, hosts):
     return by_host
 
 
-
 @pytest.fixture(scope="module")
 def sim_cluster(sim_manager):
     """This module checks the simulation as it is created (override file present, model on the
     head only), so it starts from a fresh cluster even after a module that deployed on it."""
     return sim_manager.ensure(2, fresh=True)
+
 
 def test_every_host_answers_ansible_over_ssh(sim_cluster, run_adhoc):
     result = run_adhoc("ansible.builtin.ping", "", sim_cluster.inventory)
