@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 KIB_PER_GIB = 1024.0 * 1024.0
 
 
@@ -53,3 +55,16 @@ def summarize(fields):
         'free_gib': to_gib(fields.get('MemFree', 0)),
         'page_cache_gib': to_gib(cache),
     }
+
+
+def read_meminfo(module, proc_root):
+    """{field: bytes} of <proc_root>/meminfo; fails the module with the path and the fix."""
+    path = os.path.join(proc_root, 'meminfo')
+    try:
+        with open(path) as handle:
+            return parse_meminfo(handle.read())
+    except (IOError, OSError) as exc:
+        module.fail_json(msg='cannot read %s: %s. Set proc_root (gb10_proc_root) to the proc '
+                             'filesystem of the node.' % (path, exc))
+    except MeminfoError as exc:
+        module.fail_json(msg='%s: %s' % (path, exc))

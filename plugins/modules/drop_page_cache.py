@@ -89,22 +89,11 @@ freed_gib:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gb10.serving.plugins.module_utils.meminfo import (
-    MeminfoError,
-    parse_meminfo,
-    summarize,
-)
+from ansible_collections.gb10.serving.plugins.module_utils.meminfo import read_meminfo, summarize
 
 
 def read_summary(module, proc_root):
-    path = os.path.join(proc_root, 'meminfo')
-    try:
-        with open(path) as handle:
-            return summarize(parse_meminfo(handle.read()))
-    except (IOError, OSError) as exc:
-        module.fail_json(msg='cannot read %s: %s' % (path, exc))
-    except MeminfoError as exc:
-        module.fail_json(msg='%s: %s' % (path, exc))
+    return summarize(read_meminfo(module, proc_root))
 
 
 def main():

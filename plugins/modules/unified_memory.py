@@ -241,11 +241,7 @@ from ansible_collections.gb10.serving.plugins.module_utils.cuda_probe import (
     parse_probe_output,
     probe_libcuda,
 )
-from ansible_collections.gb10.serving.plugins.module_utils.meminfo import (
-    MeminfoError,
-    parse_meminfo,
-    to_gib,
-)
+from ansible_collections.gb10.serving.plugins.module_utils.meminfo import read_meminfo, to_gib
 from ansible_collections.gb10.serving.plugins.module_utils.nvidia_smi import (
     HAS_PYNVML,
     NvidiaSmiError,
@@ -256,18 +252,6 @@ from ansible_collections.gb10.serving.plugins.module_utils.nvidia_smi import (
     parse_gpus,
 )
 from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import assess
-
-
-def read_meminfo(module, proc_root):
-    path = os.path.join(proc_root, 'meminfo')
-    try:
-        with open(path) as handle:
-            return parse_meminfo(handle.read())
-    except (IOError, OSError) as exc:
-        module.fail_json(msg='cannot read %s: %s. Set proc_root (gb10_proc_root) to the proc '
-                             'filesystem of the node.' % (path, exc))
-    except MeminfoError as exc:
-        module.fail_json(msg='%s: %s' % (path, exc))
 
 
 def rss_bytes(proc_root, pid):
