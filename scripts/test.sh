@@ -90,6 +90,9 @@ run_e2e-tp3() { python -m pytest -q -x -m tp3 tests/e2e; }
 
 for s in "${stages[@]}"; do
   echo "##### stage: $s"
+  started=$SECONDS
   "run_$s"
+  # Per-stage wall time: CI has 90 minutes, and this is where to look when it grows.
+  echo "##### stage $s passed in $((SECONDS - started)) s"
 done
-echo "##### all stages passed: ${stages[*]}"
+echo "##### all stages passed in $SECONDS s: ${stages[*]}"
