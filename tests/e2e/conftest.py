@@ -6,8 +6,9 @@ ansible-runner, read back as events and per-host stats (never scraped stdout).
 Fixtures
   sim_cluster   (module scope) a fresh 2-host cluster, inventory/sim.ini  -> SimCluster
   sim_cluster3  (module scope) a fresh 3-host cluster, inventory/sim3.ini -> SimCluster
-  run_playbook  run_playbook(playbook, inventory, extravars=None, limit=None, check=False)
-                -> RunResult (status, rc, stats per host, events)
+  run_playbook  run_playbook(playbook, inventory, extravars=None, limit=None, check=False,
+                event_handler=None) -> RunResult (status, rc, stats per host, events);
+                event_handler(event) is called for each event as the run goes (fault injection)
   run_adhoc     run_adhoc(module, args, inventory, pattern="gb10_cluster") -> RunResult
 
 The cluster is made fresh (host containers recreated, their engines emptied) the first time in
@@ -119,9 +120,15 @@ def _run(name, timeout, **kwargs):
 
 @pytest.fixture(scope="session")
 def run_playbook():
-    """run_playbook(playbook, inventory, extravars=None, limit=None, check=False, timeout=3600)."""
-    def _run_playbook(playbook, inventory, extravars=None, limit=None, check=False, timeout=3600):
+    """run_playbook(playbook, inventory, extravars=None, limit=None, check=False, timeout=3600,
+    event_handler=None)."""
+    def _run_playbook(playbook, inventory, extravars=None, limit=None, check=False, timeout=3600,
+                      event_handler=None):
         kwargs = {"playbook": _abs(playbook), "inventory": _abs(inventory), "timeout": timeout}
+        if event_handler:
+            # ansible-runner calls it with each event while the run goes on; it must return True
+            # for the event to be kept.
+            kwargs["event_handler"] = lambda event: event_handler(event) or True
         if extravars:
             kwargs["extravars"] = extravars
         if limit:

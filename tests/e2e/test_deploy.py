@@ -61,6 +61,18 @@ def deployed(sim_cluster, run_playbook):
     return result
 
 
+def test_the_run_ends_with_the_endpoint_and_the_answer_it_received(sim_cluster, deployed):
+    head = sim_cluster.head
+    summary = deployed.results_by_host(task="Show the endpoint")[head]["msg"]
+    assert "Endpoint: http://%s:%d/v1 (OpenAI API)" % (sim_cluster.ips[head], PORT) in " ".join(summary), summary
+    chat = deployed.results_by_host(task="Send a chat request with a tool definition and max_tokens >= 512")[head]
+    message = chat["json"]["choices"][0]["message"]
+    answered = [line for line in summary if line.startswith("Smoke test (V8) answered: ")]
+    assert len(answered) == 1, summary
+    said = answered[0][len("Smoke test (V8) answered: "):]
+    assert said and (said[:40] == (message.get("content") or "").strip()[:40] or message.get("tool_calls")), (said, message)
+
+
 def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
     # Ray's own Python API inside the head container, as a driver of the cluster (R5).
     out = on_host(sim_cluster.head, "docker", "exec", HEAD, "python3", "-c",

@@ -48,6 +48,9 @@ HOSTS = (
     ("gb10-sim-spark2", "172.30.210.12"),
     ("gb10-sim-spark3", "172.30.210.13"),
 )
+# A machine on the cluster's network that is not in the inventory: where an API client sits
+# (the e2e tests check from it which ports the firewall leaves open).
+CLIENT = ("gb10-sim-client", "172.30.210.50")
 # Used only until profiles/overlays/sim-cpu.yml exists; that file is the source of truth.
 DEFAULT_IMAGE = "gb10-sim-serving:local"
 DEFAULT_MODEL_PATH = "/models/gb10-sim-tiny-llama"
@@ -283,6 +286,26 @@ class Cluster:
         where = ", ".join("%s %s" % (h["name"], h["ip"]) for h in hosts)
         log("%d hosts up in %.0f s: %s" % (count, time.monotonic() - t0, where))
         return state
+
+    def client(self, image):
+        """Start (or find) the client machine CLIENT from image (the host image: python3, no
+        engine of its own, no key, not in any inventory) and return its container."""
+        name, ip = CLIENT
+        try:
+            container = self.docker.containers.get(name)
+            if container.status != "running":
+                container.start()
+            return container
+        except docker.errors.NotFound:
+            pass
+        endpoint = self.docker.api.create_endpoint_config(ipv4_address=ip)
+        cid = self.docker.api.create_container(
+            image, name=name, hostname=name, entrypoint=["sleep", "infinity"],
+            labels=labels(**{"gb10.sim.client": name}),
+            networking_config=self.docker.api.create_networking_config({NETWORK: endpoint}),
+        )["Id"]
+        self.docker.api.start(cid)
+        return self.docker.containers.get(cid)
 
     def down(self, keep_cache=False):
         """Remove every container and network the simulation created (by label); volumes too

@@ -1,0 +1,89 @@
+# -*- coding: utf-8 -*-
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+name: next_step
+type: aggregate
+short_description: After a failed GB10 run, say per host what stopped it and what to do next
+version_added: "0.1.0"
+description:
+  - When a run ends with failed or unreachable hosts, prints one block per such host with the play
+    and task where it stopped, the message, and the next step (restore SSH and re-run, or fix what
+    the message names and re-run), followed by what a failed run keeps.
+  - Quiet on a run that succeeded, and in plays that set C(gb10_drift_report=true) (the
+    C(gb10.serving.drift_report) callback reports those).
+author:
+  - gb10.serving developers (@gb10-serving)
+requirements:
+  - Enable it with C(callbacks_enabled = gb10.serving.next_step) in C(ansible.cfg) or
+    C(ANSIBLE_CALLBACKS_ENABLED).
+'''
+
+from ansible import context
+from ansible.plugins.callback import CallbackBase
+
+# What every failed run of this collection keeps, so an operator knows a re-run is safe.
+KEPT = ('A failed run keeps the files under the model path (an interrupted copy resumes, M3) and '
+        'stops a serving engine only to replace it with a changed launch (O2). Container logs of a '
+        'failed start are on the controller where the failure message says (H9).')
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = 'aggregate'
+    CALLBACK_NAME = 'gb10.serving.next_step'
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, *args, **kwargs):
+        super(CallbackModule, self).__init__(*args, **kwargs)
+        self._play = ''
+        self._quiet = False
+        self._last = {}  # host -> (kind, play, task, message) of its latest failure
+
+    def v2_playbook_on_play_start(self, play):
+        self._play = play.get_name()
+        play_vars = play.vars if isinstance(play.vars, dict) else {}
+        self._quiet = str(play_vars.get('gb10_drift_report', '')).lower() in ('true', '1', 'yes')
+
+    def _remember(self, kind, result):
+        if self._quiet:
+            return
+        res = result._result
+        message = res.get('msg') or res.get('stderr') or res.get('module_stderr') or ''
+        self._last[result._host.get_name()] = (kind, self._play, result._task.get_name(),
+                                               ' '.join(str(message).split()))
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        if not ignore_errors:
+            self._remember('failed', result)
+
+    def v2_runner_on_unreachable(self, result):
+        self._remember('unreachable', result)
+
+    def v2_playbook_on_stats(self, stats):
+        stopped = [h for h in sorted(self._last)
+                   if stats.summarize(h)['failures'] or stats.summarize(h)['unreachable']]
+        if not stopped:
+            return
+        args = context.CLIARGS or {}
+        inventory = ','.join(args.get('inventory') or ()) or '<inventory>'
+        rerun = 'ansible-playbook %s -i %s' % (' '.join(args.get('args') or ()) or '<playbook>', inventory)
+        self._display.display('NEXT STEP (gb10.serving): the run stopped on %s' % ', '.join(stopped))
+        for host in stopped:
+            kind, play, task, message = self._last[host]
+            if kind == 'unreachable':
+                step = ('bring %s back (power, cable, sshd), check it with `ansible %s -i %s -m '
+                        'ansible.builtin.ping`, then run `%s` again: finished steps are skipped'
+                        % (host, host, inventory, rerun))
+            else:
+                step = 'fix what the message names, then run `%s` again' % rerun
+            self._display.display('- %s %s in play "%s", task "%s": %s' % (
+                host, 'became unreachable' if kind == 'unreachable' else 'failed', play, task,
+                message[:600]))
+            self._display.display('  next: %s' % step)
+        self._display.display(KEPT)

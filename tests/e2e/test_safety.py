@@ -1,0 +1,269 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Safety on the simulated 2-Spark cluster (issue 6), checked as an operator would:
+
+- exposure: from a machine on the same network that is not a cluster member, only SSH and the
+  API port answer on the head; the Ray dashboard does not answer even a cluster member; the API
+  refuses a request without the key and answers one with it;
+- faults injected while a run goes on (through ansible-runner's event stream, at a known step):
+  a node that stops answering SSH halfway, a model copy killed halfway, an engine that is not
+  ready in time, a Ray worker killed while the engine starts. Each run stops naming the host and
+  the next step; model files stay; a serving engine is not torn down by a run that fails before
+  it; logs of a failed start are collected to the controller.
+
+Order matters: the first tests need the serving cluster the module fixture makes (a no-op run
+when test_recover.py left it serving); the last two leave the engine broken on purpose.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from .test_deploy import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, engine_process,
+                          on_host)
+
+SYNC_PLAY = "Sync the model over the cluster link (M3)"
+WAIT_TASK = "Wait for /health, showing progress (V7)"
+PULL_TASK = "Pull, verify every checksum, re-fetch mismatches, mark verified"
+LOGS_TASK = "Fail with what went wrong and where the logs are"
+
+
+def run_text(result):
+    """Everything the run printed, as ansible-runner recorded it with its events."""
+    return "".join(ev.get("stdout", "") + "\n" for ev in result.events)
+
+
+def healthy(head):
+    """The engine's /health from inside the head container (no key needed)."""
+    out = subprocess.run(["docker", "exec", head, "docker", "exec", HEAD, "python3", "-c",
+                          "import urllib.request; print(urllib.request.urlopen("
+                          "'http://127.0.0.1:%d/health', timeout=10).status)" % PORT],
+                         capture_output=True, text=True, timeout=60, check=False)
+    return out.returncode == 0 and out.stdout.strip() == "200"
+
+
+def when_task_starts(task, host, action):
+    """An event handler that runs action() once, in a thread, when task starts on host."""
+    fired = threading.Event()
+
+    def handler(event):
+        data = event.get("event_data", {})
+        if (event.get("event") == "runner_on_start" and data.get("task") == task
+                and data.get("host") == host and not fired.is_set()):
+            fired.set()
+            threading.Thread(target=action, daemon=True).start()
+    handler.fired = fired
+    return handler
+
+
+@pytest.fixture(scope="module")
+def serving(sim_cluster, run_playbook):
+    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=3000)
+    assert_succeeded(result, sim_cluster.hosts)
+    assert healthy(sim_cluster.head)
+    return result
+
+
+@pytest.fixture(scope="module")
+def client(sim_manager, sim_cluster):
+    container = sim_manager.cluster.client(sim_cluster.state["host_image"])
+    yield container
+    container.remove(force=True)
+
+
+def probe_ports(client, ip, ports):
+    """{port: True if a TCP connection from the client machine succeeds} (3 s each, in parallel)."""
+    script = (
+        "import json, socket, sys, threading\n"
+        "res = {}\n"
+        "def try_(p):\n"
+        "    s = socket.socket(); s.settimeout(3)\n"
+        "    try:\n"
+        "        s.connect((sys.argv[1], p)); res[p] = True\n"
+        "    except OSError:\n"
+        "        res[p] = False\n"
+        "    finally:\n"
+        "        s.close()\n"
+        "ts = [threading.Thread(target=try_, args=(int(p),)) for p in sys.argv[2:]]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "print(json.dumps(res))\n")
+    rc, out = client.exec_run(["python3", "-c", script, ip] + [str(p) for p in sorted(ports)])
+    assert rc == 0, out
+    return {int(k): v for k, v in json.loads(out.decode().strip().splitlines()[-1]).items()}
+
+
+def listening_ports(host):
+    """TCP ports the host listens on (any address but loopback), from its /proc/net/tcp{,6}."""
+    out = on_host(host, "python3", "-c",
+                  "import sys\n"
+                  "ports = set()\n"
+                  "for f in ('/proc/net/tcp', '/proc/net/tcp6'):\n"
+                  "    for line in open(f).read().splitlines()[1:]:\n"
+                  "        local, state = line.split()[1], line.split()[3]\n"
+                  "        addr, port = local.split(':')\n"
+                  "        if state == '0A' and addr not in ('0100007F', '00000000000000000000000001000000'):\n"
+                  "            ports.add(int(port, 16))\n"
+                  "print(' '.join(map(str, sorted(ports))))\n")
+    return {int(p) for p in out.split()}
+
+
+# ---- exposure -------------------------------------------------------------------------------
+
+def test_only_ssh_and_the_api_answer_a_machine_outside_the_cluster(sim_cluster, serving, client):
+    head_ip = sim_cluster.ips[sim_cluster.head]
+    listening = listening_ports(sim_cluster.head)
+    # Ray's GCS and the engine are up: there is something to protect.
+    assert {6379, PORT} <= listening, listening
+    reachable = {p for p, ok in probe_ports(client, head_ip, listening | {8265}).items() if ok}
+    assert reachable == {22, PORT}, (sorted(listening), sorted(reachable))
+
+
+def test_the_ray_dashboard_does_not_answer_even_a_cluster_member(sim_cluster, serving):
+    worker = sim_cluster.hosts[1]
+    out = on_host(worker, "python3", "-c",
+                  "import socket\n"
+                  "s = socket.socket(); s.settimeout(3)\n"
+                  "print('open' if s.connect_ex(('%s', 8265)) == 0 else 'closed')\n"
+                  % sim_cluster.ips[sim_cluster.head])
+    assert out.strip() == "closed"
+
+
+def test_the_api_wants_the_key_from_a_machine_outside_the_cluster(sim_cluster, serving, client):
+    url = "http://%s:%d/v1/models" % (sim_cluster.ips[sim_cluster.head], PORT)
+    script = ("import sys, urllib.request, urllib.error\n"
+              "req = urllib.request.Request(sys.argv[1])\n"
+              "if len(sys.argv) > 2: req.add_header('Authorization', 'Bearer ' + sys.argv[2])\n"
+              "try:\n"
+              "    print(urllib.request.urlopen(req, timeout=30).status)\n"
+              "except urllib.error.HTTPError as e:\n"
+              "    print(e.code)\n")
+    without = client.exec_run(["python3", "-c", script, url]).output.decode().strip()
+    wrong = client.exec_run(["python3", "-c", script, url, "not-the-key"]).output.decode().strip()
+    right = client.exec_run(["python3", "-c", script, url, api_key(sim_cluster.head)]).output.decode().strip()
+    assert (without, wrong, right) == ("401", "401", "200")
+
+
+# ---- faults mid-run -------------------------------------------------------------------------
+
+def test_a_node_lost_halfway_stops_the_run_and_keeps_the_serving_engine(sim_cluster, serving, run_playbook):
+    head, worker = sim_cluster.hosts
+    engine_before = engine_process(head)
+    model = sim_cluster.model_path
+    files_before = on_host(worker, "sh", "-c", "cd %s && find . -type f | sort | xargs sha256sum" % model)
+
+    def lose_worker(event):
+        data = event.get("event_data", {})
+        if event.get("event") == "playbook_on_play_start" and data.get("name") == SYNC_PLAY:
+            # sshd ends (and with it the controller's open connection): SSH is refused from now on.
+            subprocess.run(["docker", "exec", worker, "pkill", "-x", "sshd"], check=True, timeout=30)
+
+    try:
+        result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, event_handler=lose_worker)
+    finally:
+        subprocess.run(["docker", "exec", worker, "/usr/sbin/sshd"], check=True, timeout=30)
+
+    assert result.status == "failed", result
+    assert result.stats[worker]["unreachable"] >= 1, result
+    # The run stopped for every node at that step (any_errors_fatal): nothing after the sync ran.
+    plays = [ev["event_data"].get("name") for ev in result.events if ev.get("event") == "playbook_on_play_start"]
+    assert plays[-1] == SYNC_PLAY, plays
+    text = run_text(result)
+    assert "NEXT STEP (gb10.serving): the run stopped on %s" % worker in text
+    assert "ansible %s -i %s -m ansible.builtin.ping" % (worker, sim_cluster.inventory) in text
+    # The engine that was serving is the same process and still healthy; the model is intact.
+    assert engine_process(head)[:2] == engine_before[:2]
+    assert healthy(head)
+    assert on_host(worker, "sh", "-c", "cd %s && find . -type f | sort | xargs sha256sum" % model) == files_before
+
+
+def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serving, run_playbook, tmp_path):
+    head, worker = sim_cluster.hosts
+    path = "/models/gb10-e2e-copy"
+    # A model-sized set of shards (3 x 512 MiB) on the head only.
+    on_host(head, "sh", "-c", "mkdir -p %s && for i in 1 2 3; do head -c 536870912 /dev/urandom "
+            "> %s/model-0000$i-of-00003.safetensors; done && echo '{}' > %s/config.json" % (path, path, path))
+    on_host(worker, "rm", "-rf", path)
+    playbook = tmp_path / "sync.yml"
+    playbook.write_text(
+        "- name: Sync a model\n"
+        "  hosts: gb10_cluster\n"
+        "  become: true\n"
+        "  gather_facts: false\n"
+        "  roles:\n"
+        "    - role: gb10.serving.model_sync\n"
+        "      vars:\n"
+        "        model_sync_path: %s\n" % path)
+
+    def kill_copy():
+        # Once some bytes have arrived on the worker, kill the copy there (bounded: 120 s).
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            size = subprocess.run(["docker", "exec", worker, "sh", "-c", "du -sb %s 2>/dev/null | cut -f1" % path],
+                                  capture_output=True, text=True, timeout=30, check=False).stdout.strip()
+            if size and int(size) > 64 * 1024 * 1024:
+                subprocess.run(["docker", "exec", worker, "pkill", "-x", "rsync"], timeout=30, check=False)
+                return
+            time.sleep(0.2)
+
+    try:
+        handler = when_task_starts(PULL_TASK, worker, kill_copy)
+        first = run_playbook(str(playbook), sim_cluster.inventory, timeout=900, event_handler=handler)
+
+        assert handler.fired.is_set()
+        assert first.status == "failed", first
+        (host, task, message), = first.failures()
+        assert host == worker and "Partial files are kept, so running the playbook again resumes" in message, first
+        kept = int(on_host(worker, "sh", "-c", "du -sb %s | cut -f1" % path).split()[0])
+        assert kept > 64 * 1024 * 1024  # what was copied stays on disk
+        source = on_host(head, "sh", "-c", "cd %s && sha256sum * | sort" % path)
+
+        second = run_playbook(str(playbook), sim_cluster.inventory, timeout=900)
+
+        assert_succeeded(second, sim_cluster.hosts)
+        assert on_host(worker, "sh", "-c", "cd %s && sha256sum * | sort" % path) == source
+    finally:
+        for host in sim_cluster.hosts:
+            on_host(host, "rm", "-rf", path)
+
+
+def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, run_playbook):
+    head = sim_cluster.head
+    # A new API key is a new launch (the engine must restart); 20 s is far too short for it.
+    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800,
+                          extravars={"gb10_api_key": "e2e-readiness-timeout-key",
+                                     "vllm_serve_readiness_timeout_s": 20})
+
+    assert result.status == "failed", result
+    failed = {(host, task) for host, task, _ in result.failures()}
+    assert (head, LOGS_TASK) in failed, result
+    message = dict(((h, t), m) for h, t, m in result.failures())[(head, LOGS_TASK)]
+    assert "was not ready after 20 s" in message and head in message, message
+    logs_dir = message.split("logs of every node's containers are in ")[1].split()[0].rstrip("/")
+    for host in sim_cluster.hosts:
+        assert glob.glob(os.path.join(logs_dir, host, "*")), (logs_dir, os.listdir(logs_dir))
+    assert "NEXT STEP (gb10.serving)" in run_text(result)
+
+
+def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, serving, run_playbook):
+    head, worker = sim_cluster.hosts
+
+    def kill_worker():
+        subprocess.run(["docker", "exec", worker, "docker", "kill", WORKER], timeout=60, check=False)
+
+    handler = when_task_starts(WAIT_TASK, head, kill_worker)
+    # The original key again: another new launch, so the engine starts and the worker dies under it.
+    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, event_handler=handler,
+                          extravars={"vllm_serve_readiness_timeout_s": 600})
+
+    assert handler.fired.is_set()
+    assert result.status == "failed", result
+    message = dict(((h, t), m) for h, t, m in result.failures()).get((head, LOGS_TASK), "")
+    assert head in message and ("exited during start-up" in message or "was not ready" in message), result
+    logs_dir = message.split("logs of every node's containers are in ")[1].split()[0].rstrip("/")
+    worker_logs = glob.glob(os.path.join(logs_dir, worker, "*"))
+    assert worker_logs, (logs_dir, os.listdir(logs_dir))

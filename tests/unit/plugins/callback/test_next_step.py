@@ -1,0 +1,70 @@
+"""Runs a real ansible-playbook with the callback enabled: one host fails a task, one cannot be
+reached (SSH to a closed loopback port), one succeeds; the summary names each stopped host, where
+it stopped and what to do next."""
+import os
+import subprocess
+import sys
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))))
+
+PLAYBOOK = """
+- name: Sync the model over the cluster link (M3)
+  hosts: all
+  gather_facts: false
+  vars:
+    gb10_drift_report: {drift}
+  tasks:
+    - name: Reach the node
+      ansible.builtin.ping:
+    - name: Pull the model
+      ansible.builtin.fail:
+        msg: copy from spark1 failed
+      when: inventory_hostname == 'spark1'
+"""
+
+INVENTORY = """
+spark1 ansible_connection=local
+spark2 ansible_connection=ssh ansible_host=127.0.0.1 ansible_port=1
+spark3 ansible_connection=local
+"""
+
+
+def run(tmp_path, drift='false'):
+    (tmp_path / 'deploy.yml').write_text(PLAYBOOK.format(drift=drift))
+    (tmp_path / 'hosts.ini').write_text(INVENTORY)
+    env = dict(os.environ,
+               ANSIBLE_CALLBACKS_ENABLED='gb10.serving.next_step',
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(TOP, '.collections'),
+               ANSIBLE_HOST_KEY_CHECKING='False')
+    cmd = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'),
+           '-i', 'hosts.ini', '-e', 'ansible_python_interpreter=' + sys.executable, 'deploy.yml']
+    return subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True, check=False,
+                          timeout=120)
+
+
+def test_failed_and_unreachable_hosts_get_a_next_step(tmp_path):
+    proc = run(tmp_path)
+    assert proc.returncode != 0
+    out = proc.stdout
+    assert 'NEXT STEP (gb10.serving): the run stopped on spark1, spark2' in out
+    assert ('- spark1 failed in play "Sync the model over the cluster link (M3)", task "Pull the model": '
+            'copy from spark1 failed') in out
+    assert '- spark2 became unreachable in play "Sync the model over the cluster link (M3)"' in out
+    inventory = str(tmp_path / 'hosts.ini')
+    assert 'ansible spark2 -i %s -m ansible.builtin.ping' % inventory in out
+    assert 'run `ansible-playbook deploy.yml -i %s` again' % inventory in out
+    assert 'spark3 failed' not in out and 'spark3 became' not in out
+    assert 'keeps the files under the model path' in out
+
+
+def test_drift_plays_and_clean_runs_stay_quiet(tmp_path):
+    assert 'NEXT STEP' not in run(tmp_path, drift='true').stdout
+    (tmp_path / 'ok.yml').write_text('- hosts: spark1\n  gather_facts: false\n  tasks:\n'
+                                     '    - ansible.builtin.debug:\n        msg: fine\n')
+    env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED='gb10.serving.next_step',
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(TOP, '.collections'))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', 'hosts.ini',
+                           '-e', 'ansible_python_interpreter=' + sys.executable, 'ok.yml'],
+                          env=env, cwd=str(tmp_path), capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0 and 'NEXT STEP' not in proc.stdout
