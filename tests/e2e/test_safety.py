@@ -258,7 +258,7 @@ def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, servin
     handler = when_task_starts(WAIT_TASK, head, kill_worker)
     # The original key again: another new launch, so the engine starts and the worker dies under it.
     result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, event_handler=handler,
-                          extravars={"vllm_serve_readiness_timeout_s": 600})
+                          extravars={"vllm_serve_readiness_timeout_s": 300})
 
     assert handler.fired.is_set()
     assert result.status == "failed", result
