@@ -6,18 +6,19 @@
 #   unit      pytest tests/unit (modules, module_utils, filters, callback)
 #   engine    rendered engine command lines against the real vLLM argument parser (.venv-engine)
 #   molecule  every scenario under molecule/ that runs on its own test hosts
-#   e2e       pytest tests/e2e on the simulated 2-Spark cluster (deploy, re-run, drift)
-# Slower stages, not in the default run (CI's 90 minutes on 2 cores):
+#   e2e       pytest tests/e2e on the simulated cluster, modules in their numbered order: the
+#             2-Spark cluster (deploy TP=2, re-run, drift, recover, exposure, faults), then the
+#             3-Spark cluster (deploy TP=3), then teardown
+# A slower stage, not in the default run (CI's 90 minutes on 2 cores):
 #   molecule-sim  the scenarios that drive the simulated cluster (ray_cluster, vllm_serve); the
 #                 e2e stage runs the same roles on the same cluster through deploy-m27.yml
-#   e2e-tp3       the 3-Spark cluster, TP=3 through deploy-m3.yml
 # Usage: scripts/test.sh [stage ...]   (default: lint sanity unit engine molecule e2e; `full`: all)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint sanity unit engine molecule e2e)
-[ "${stages[*]}" != full ] || stages=(lint sanity unit engine molecule molecule-sim e2e e2e-tp3)
+[ "${stages[*]}" != full ] || stages=(lint sanity unit engine molecule molecule-sim e2e)
 # Scenarios whose hosts are the simulated cluster (tests/sim), not test hosts of their own.
 sim_scenarios=(ray_cluster vllm_serve)
 
@@ -84,9 +85,7 @@ run_molecule-sim() {
   done
 }
 
-run_e2e() { python -m pytest -q -x -m "not tp3" tests/e2e; }
-
-run_e2e-tp3() { python -m pytest -q -x -m tp3 tests/e2e; }
+run_e2e() { python -m pytest -q -x tests/e2e; }
 
 for s in "${stages[@]}"; do
   echo "##### stage: $s"

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from .test_deploy import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, engine_process,
+from .test_2_deploy import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, engine_process,
                           on_host)
 
 SYNC_PLAY = "Sync the model over the cluster link (M3)"

@@ -1,8 +1,8 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/deploy-m3.yml on the simulated 3-Spark cluster (TP=3). Marked `tp3`: it recreates
-the cluster with three hosts, so run it after the 2-host tests (`pytest tests/e2e -m "not tp3"`,
-then `pytest tests/e2e -m tp3`).
+"""playbooks/deploy-m3.yml on the simulated 3-Spark cluster (TP=3). It recreates the cluster with
+three hosts, so it runs after the 2-host modules; the first test checks the fresh 3-host cluster
+itself (the model on the head only, the serving image in every host's engine).
 """
 
 import json
@@ -11,9 +11,8 @@ import subprocess
 import openai
 import pytest
 
-from .test_deploy import HEAD, api_key, assert_succeeded, engine_process, on_host
-
-pytestmark = pytest.mark.tp3
+from .test_1_sim_cluster import ok_results
+from .test_2_deploy import HEAD, api_key, assert_succeeded, engine_process, on_host
 
 PLAYBOOK = "playbooks/deploy-m3.yml"
 PORT = 8000  # serve.port of profiles/minimax-m3-nvfp4.yml
@@ -24,6 +23,17 @@ def deployed3(sim_cluster3, run_playbook):
     result = run_playbook(PLAYBOOK, sim_cluster3.inventory, timeout=3000)
     assert_succeeded(result, sim_cluster3.hosts)
     return result
+
+
+def test_three_host_cluster_for_tp3(sim_cluster3, run_adhoc):
+    assert len(sim_cluster3.hosts) == 3
+    result = run_adhoc("ansible.builtin.stat", "path=%s/config.json" % sim_cluster3.model_path,
+                       sim_cluster3.inventory)
+    exists = {h: r["stat"]["exists"] for h, r in ok_results(result, sim_cluster3.hosts).items()}
+    assert exists == {h: h == sim_cluster3.head for h in sim_cluster3.hosts}
+    result = run_adhoc("ansible.builtin.command", "docker image inspect %s" % sim_cluster3.image_name,
+                       sim_cluster3.inventory)
+    ok_results(result, sim_cluster3.hosts)
 
 
 def test_ray_sees_three_nodes(sim_cluster3, deployed3):
