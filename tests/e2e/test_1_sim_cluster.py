@@ -10,6 +10,7 @@ modules on that same cluster after it, then the 3-host cluster (TP=3), then tear
 
 import json
 
+import docker
 import pytest
 
 # CUDA-visible total while DGX OS's modprobe override file was present at boot (rule H2): a fresh
