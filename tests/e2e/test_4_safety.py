@@ -18,12 +18,14 @@ when test_recover.py left it serving); the last two leave the engine broken on p
 import glob
 import json
 import os
+import secrets
 import subprocess
 import threading
 import time
 
 import pytest
 
+from .conftest import sim
 from .test_2_deploy import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, engine_process,
                           on_host)
 
@@ -31,6 +33,9 @@ SYNC_PLAY = "Sync the model over the cluster link (M3)"
 WAIT_TASK = "Wait for /health, showing progress (V7)"
 PULL_TASK = "Pull, verify every checksum, re-fetch mismatches, mark verified"
 LOGS_TASK = "Fail with what went wrong and where the logs are"
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLIENT_IP = sim.CLIENT[1]  # the client machine of tests/sim/cluster.py
+HUB_PORT = 8088
 
 
 def run_text(result):
@@ -192,6 +197,7 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
     playbook.write_text(
         "- name: Sync a model\n"
         "  hosts: gb10_cluster\n"
+        "  any_errors_fatal: true\n"  # as in deploy.yml's sync play
         "  become: true\n"
         "  gather_facts: false\n"
         "  roles:\n"
@@ -227,6 +233,62 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
         assert_succeeded(second, sim_cluster.hosts)
         assert on_host(worker, "sh", "-c", "cd %s && sha256sum * | sort" % path) == source
     finally:
+        for host in sim_cluster.hosts:
+            on_host(host, "rm", "-rf", path)
+
+
+def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_cluster, serving, client,
+                                                                           run_playbook, tmp_path):
+    head, worker = sim_cluster.hosts
+    token = "hf_e2e_" + secrets.token_hex(12)
+    repo, path = "gb10/e2e-gated", "/models/gb10-e2e-hub"
+    # The client machine plays the Hub (tests/sim/fake_hub.py): a private repo that wants the token.
+    subprocess.run(["docker", "cp", os.path.join(TOP, "tests", "sim", "fake_hub.py"), "%s:/srv/fake_hub.py" % client.name],
+                   check=True, timeout=60)
+    rc, out = client.exec_run(["sh", "-c", "mkdir -p /srv/repo && echo '{\"model_type\": \"llama\"}' > /srv/repo/config.json"
+                               " && head -c 4194304 /dev/urandom > /srv/repo/model-00001-of-00001.safetensors"
+                               " && cd /srv/repo && sha256sum * | sort"])
+    assert rc == 0, out
+    source = out.decode()
+    client.exec_run(["sh", "-c", "python3 /srv/fake_hub.py /srv/repo %s %s %d > /srv/hub.log 2>&1" % (repo, token, HUB_PORT)],
+                    detach=True)
+    deadline = time.monotonic() + 30
+    while b"listening" not in client.exec_run(["cat", "/srv/hub.log"]).output and time.monotonic() < deadline:
+        time.sleep(0.5)
+    playbook = tmp_path / "download.yml"
+    playbook.write_text(
+        "- name: Download a model and sync it\n"
+        "  hosts: gb10_cluster\n"
+        "  any_errors_fatal: true\n"  # as in deploy.yml's sync play
+        "  become: true\n"
+        "  gather_facts: false\n"
+        "  roles:\n"
+        "    - role: gb10.serving.model_sync\n"
+        "      vars:\n"
+        "        model_sync_path: %s\n"
+        "        model_sync_download: true\n"
+        "        model_sync_repo: %s\n"
+        "        model_sync_download_image: %s\n"
+        "        model_sync_hub_endpoint: http://%s:%d\n" % (path, repo, sim_cluster.image_name, CLIENT_IP, HUB_PORT))
+    try:
+        refused = run_playbook(str(playbook), sim_cluster.inventory, timeout=600)
+
+        assert refused.status == "failed", refused
+        (host, _task, message), = refused.failures()
+        assert host == head and "gb10_hf_token" in message and repo in message, message
+
+        fetched = run_playbook(str(playbook), sim_cluster.inventory, timeout=600, extravars={"gb10_hf_token": token})
+
+        assert_succeeded(fetched, sim_cluster.hosts)
+        for host in sim_cluster.hosts:
+            assert on_host(host, "sh", "-c", "cd %s && sha256sum config.json *.safetensors | sort" % path) == source
+        requests = [json.loads(line) for line in client.exec_run(["cat", "/srv/hub.log"]).output.decode().splitlines()
+                    if line.startswith("{\"method\"")]
+        with_token = [r for r in requests if r["token_ok"]]
+        assert any("/resolve/" in r["path"] and r["method"] == "GET" for r in with_token), requests
+        assert token not in json.dumps(fetched.events) + json.dumps(refused.events)
+    finally:
+        client.exec_run(["pkill", "-f", "fake_hub.py"])
         for host in sim_cluster.hosts:
             on_host(host, "rm", "-rf", path)
 
