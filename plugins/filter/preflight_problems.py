@@ -17,9 +17,12 @@ description:
   - Runs the preflight checks of C(plugins/module_utils/preflight.py) over the facts that role
     C(gb10.serving.preflight) gathered on every host and returns one message per problem, each
     naming the host, the variable and the fix.
-  - Inventory shape vs the profile's nodes and duplicate hosts; engine vs profile (S4),
+  - Every host of the group in this run (not left out by C(--limit), not unreachable), since the
+    head is the group's first host and every host holds a rank; inventory shape vs the profile's
+    nodes and duplicate hosts; engine vs profile (S4),
     quantization loader vs checkpoint (V4), load format vs image (V3); utilization ceiling (H6);
-    driver branch (H1); cluster interface present, up, holding C(gb10_cluster_ip), not loopback,
+    driver branch (H1) unless the same deploy's host prep replaces it (then filter
+    C(gb10.serving.preflight_notes) shows it); cluster interface present, up, holding C(gb10_cluster_ip), not loopback,
     not the management NIC (N3, N5); model path present somewhere (M3); memory fit on the poorest
     node (M2, H3-H5).
 options:
@@ -32,7 +35,9 @@ options:
       - One dictionary per host of C(gb10_cluster), the first host first, with keys C(host),
         C(ansible_host), C(cluster_ip), C(cluster_iface), C(iface) (C(present), C(active), C(type),
         C(speed), C(ipv4)), C(interfaces), C(driver_version), C(driver_error), C(nvidia_smi),
-        C(memory) (C(budget_gib), C(free_gib)) and C(model_present).
+        C(memory) (C(budget_gib), C(free_gib)), C(model_present), C(in_play) (the host is in
+        C(ansible_play_hosts_all)), C(active) (still in C(ansible_play_hosts)) and
+        C(driver_host_prep) (the driver branch host prep installs on it, empty when none).
     type: list
     elements: dict
     required: true
@@ -50,6 +55,10 @@ options:
     description: Slowest link accepted as the cluster interface (N5).
     type: int
     default: 10000
+  group:
+    description: Name of the cluster group, used in the messages.
+    type: str
+    default: gb10_cluster
 '''
 
 EXAMPLES = r'''
@@ -76,12 +85,12 @@ from ansible_collections.gb10.serving.plugins.module_utils.preflight import (
 
 
 def _preflight_problems(profile, nodes=None, engine=None, shape=None, ceiling=UTILIZATION_CEILING,
-                        min_link_mbps=MIN_CLUSTER_LINK_MBPS):
+                        min_link_mbps=MIN_CLUSTER_LINK_MBPS, group='gb10_cluster'):
     if not isinstance(nodes, list):
         raise AnsibleFilterError('preflight_problems: nodes must be a list of per-host facts')
     try:
         return preflight_problems(profile, nodes, engine=engine or None, shape=shape or None,
-                                  ceiling=float(ceiling), min_link_mbps=int(min_link_mbps))
+                                  ceiling=float(ceiling), min_link_mbps=int(min_link_mbps), group=group)
     except (KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError('preflight_problems: malformed input: %s' % to_native(exc))
 

@@ -5,7 +5,13 @@
 
 Each check returns a list of problems; each problem names the host, the variable and the fix.
 roles/preflight gathers the facts (unified_memory, nvidia-smi, interface facts, model path) on
-every host and calls preflight_problems() once through the filter of the same name.
+every host and calls preflight_problems() once through the filter of the same name;
+preflight_notes() lists what is wrong but will be fixed later in the same deploy (filter
+preflight_notes).
+
+A node dict may say in_play=False (the host is not in this run: --limit, host pattern) or
+active=False (it dropped out: unreachable, failed): its facts were not read in this run, so only
+check_run_hosts() speaks about it; facts other plays left in hostvars are not trusted.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -34,16 +40,51 @@ def _names(nodes):
     return ', '.join(n['host'] for n in nodes)
 
 
-def check_inventory(profile, nodes):
-    """Hosts in gb10_cluster vs the profile's node count; the same Spark listed twice."""
+def _read(node):
+    """Whether this run read the node's facts (it is in the play and has not dropped out)."""
+    return node.get('in_play', True) and node.get('active', True)
+
+
+def check_run_hosts(nodes, group='gb10_cluster'):
+    """Every host of the group takes part in this run: the head is always the group's first host
+    and every node holds one tensor-parallel rank (M1), so a run over part of the group (--limit,
+    or a host unreachable at preflight) would deploy a cluster that cannot form."""
+    if not nodes:
+        return []
+    head = "groups['%s'][0] (%s)" % (group, nodes[0]['host'])
+
+    def names(missing):
+        return ('host ' if len(missing) == 1 else 'hosts ') + ', '.join(
+            n['host'] + (' (the head)' if n is nodes[0] else '') for n in missing)
+
+    problems = []
+    left_out = [n for n in nodes if not n.get('in_play', True)]
+    if left_out:
+        problems.append(
+            '%s of %s: not in this run (left out by --limit or the play\'s host pattern); every host of '
+            'the group holds a rank and the head is %s. Fix: run without --limit (or with --limit %s) so every '
+            'host of %s takes part.' % (names(left_out), group, head, group, group))
+    dropped = [n for n in nodes if n.get('in_play', True) and not n.get('active', True)]
+    if dropped:
+        problems.append(
+            '%s of %s: dropped out of this run (unreachable, or failed before preflight); '
+            'every host of the group holds a rank and the head is %s. Fix: restore SSH to %s (check with '
+            'ansible %s -m ansible.builtin.ping), then re-run.'
+            % (names(dropped), group, head, ', '.join(n['host'] for n in dropped),
+               ':'.join(n['host'] for n in dropped)))
+    return problems
+
+
+def check_inventory(profile, nodes, group='gb10_cluster'):
+    """Hosts in the group vs the profile's node count; the same Spark listed twice."""
     problems = []
     if len(nodes) != profile['nodes']:
         problems.append(
-            'inventory: group gb10_cluster has %d host(s) (%s) but profile %s needs %d '
-            '(tensor_parallel_size %d, one GB10 per node). Fix: list exactly %d hosts in gb10_cluster, '
+            'inventory: group %s has %d host(s) (%s) but profile %s needs %d '
+            '(tensor_parallel_size %d, one GB10 per node). Fix: list exactly %d hosts in %s, '
             'or set gb10_profile to a profile for %d node(s).'
-            % (len(nodes), _names(nodes), profile['name'], profile['nodes'], profile['tensor_parallel_size'],
-               profile['nodes'], len(nodes)))
+            % (group, len(nodes), _names(nodes), profile['name'], profile['nodes'], profile['tensor_parallel_size'],
+               profile['nodes'], group, len(nodes)))
     for key, var in (('ansible_host', 'ansible_host'), ('cluster_ip', 'gb10_cluster_ip')):
         seen = {}
         for node in nodes:
@@ -107,20 +148,49 @@ def check_utilization(profile, engine, head, ceiling=UTILIZATION_CEILING):
     return []
 
 
+def _wrong_driver(node):
+    """(version, why) when the node runs a driver branch other than 580, else None."""
+    version = (node.get('driver_version') or '').strip()
+    branch = version.split('.')[0]
+    if not version or branch == KNOWN_GOOD_DRIVER_BRANCH:
+        return None
+    return version, ('590.x has a CUDA-graph deadlock on GB10' if branch == '590'
+                     else 'only 580.x is known good on sm_121')
+
+
+def _replaced_in_host_prep(node):
+    """The deploy's host-prep play installs the known-good branch on this node after preflight
+    (node key driver_host_prep: the branch roles/nvidia_driver installs there, '' when it does not
+    run or installs nothing)."""
+    return str(node.get('driver_host_prep') or '') == KNOWN_GOOD_DRIVER_BRANCH
+
+
 def check_driver(node):
-    """H1: driver 580.x; 590.x deadlocks CUDA graphs on GB10."""
+    """H1: driver 580.x; 590.x deadlocks CUDA graphs on GB10. A wrong branch that the same deploy's
+    host prep replaces is a note (preflight_notes), not a refusal; a missing driver stays a refusal:
+    without a readable driver nothing else about the node can be trusted."""
     version = (node.get('driver_version') or '').strip()
     if not version:
         return ['host %s: no driver version from gb10_nvidia_smi (%s): %s. Fix: install the 580 driver '
                 '(roles/nvidia_driver) or point gb10_nvidia_smi at nvidia-smi.'
                 % (node['host'], node.get('nvidia_smi', 'nvidia-smi'), node.get('driver_error') or 'empty output')]
-    branch = version.split('.')[0]
-    if branch != KNOWN_GOOD_DRIVER_BRANCH:
-        why = ('590.x has a CUDA-graph deadlock on GB10' if branch == '590'
-               else 'only 580.x is known good on sm_121')
+    wrong = _wrong_driver(node)
+    if wrong and not _replaced_in_host_prep(node):
         return ['host %s: NVIDIA driver %s: %s (H1). Fix: run roles/nvidia_driver to pin 580.x (580.142 known '
-                'good), reboot, re-run.' % (node['host'], version, why)]
+                'good), reboot, re-run.' % (node['host'], wrong[0], wrong[1])]
     return []
+
+
+def preflight_notes(nodes):
+    """What is wrong now but replaced later in the same deploy, shown instead of refused."""
+    notes = []
+    for node in nodes:
+        wrong = _wrong_driver(node) if _read(node) else None
+        if wrong and _replaced_in_host_prep(node):
+            notes.append('host %s: driver %s will be replaced by %s.x in host prep (H1): %s; preflight_host_prep_follows '
+                         'is true and nvidia_driver_install is true for this host.'
+                         % (node['host'], wrong[0], KNOWN_GOOD_DRIVER_BRANCH, wrong[1]))
+    return notes
 
 
 def check_interface(node, min_mbps=MIN_CLUSTER_LINK_MBPS):
@@ -188,16 +258,21 @@ def check_memory(profile, nodes, shape=None):
 
 
 def preflight_problems(profile, nodes, engine=None, shape=None, ceiling=UTILIZATION_CEILING,
-                       min_link_mbps=MIN_CLUSTER_LINK_MBPS):
-    """All problems for this profile on these nodes (first = head), in a stable order."""
+                       min_link_mbps=MIN_CLUSTER_LINK_MBPS, group='gb10_cluster'):
+    """All problems for this profile on these nodes (first = head), in a stable order. Nodes this
+    run did not read are reported by check_run_hosts only; the model and memory checks, which
+    need every node, wait until the whole group is in the run."""
     engine = engine or profile['engine']
     head = nodes[0]['host'] if nodes else '(no hosts)'
-    problems = check_inventory(profile, nodes)
+    read = [n for n in nodes if _read(n)]
+    problems = check_run_hosts(nodes, group)
+    problems += check_inventory(profile, nodes, group)
     problems += check_engine(profile, engine, head)
     problems += check_utilization(profile, engine, head, ceiling)
-    for node in nodes:
+    for node in read:
         problems += check_driver(node)
         problems += check_interface(node, min_link_mbps)
-    problems += check_model(profile, nodes)
-    problems += check_memory(profile, nodes, shape)
+    if len(read) == len(nodes):
+        problems += check_model(profile, nodes)
+        problems += check_memory(profile, nodes, shape)
     return problems

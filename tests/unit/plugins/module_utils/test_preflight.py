@@ -184,3 +184,65 @@ def test_no_memory_figures():
 def test_shape_from_config_json_is_used():
     shape = {'attention': 'gqa', 'num_layers': 620, 'num_kv_heads': 8, 'head_dim': 128}
     one(problems(shape=shape), 'KV cache too small for the asked context (M2)')
+
+
+# A run over part of the group: --limit, or a host that dropped out before preflight read it.
+
+def test_host_left_out_by_limit():
+    nodes = pair()
+    nodes[0]['in_play'] = False
+    # The head's stale facts (another play left them in hostvars) are not judged: one message only.
+    nodes[0]['driver_version'] = '590.44.01'
+    one(problems(nodes=nodes), "host spark1 (the head) of gb10_cluster: not in this run",
+        "the head is groups['gb10_cluster'][0] (spark1)", 'Fix: run without --limit')
+
+
+def test_host_unreachable_at_preflight():
+    nodes = pair()
+    nodes[1]['active'] = False
+    nodes[1]['memory'] = {'budget_gib': None, 'free_gib': None}
+    one(problems(nodes=nodes, group='sparks'), 'host spark2 of sparks: dropped out of this run',
+        "the head is groups['sparks'][0] (spark1)", 'Fix: restore SSH to spark2',
+        'ansible spark2 -m ansible.builtin.ping')
+
+
+def test_run_hosts_check_alone():
+    nodes = [node('s1', '10.0.0.1'), node('s2', '10.0.0.2', in_play=False), node('s3', '10.0.0.3', in_play=False)]
+    found = PF.check_run_hosts(nodes)
+    one(found, 'hosts s2, s3 of gb10_cluster: not in this run', "groups['gb10_cluster'][0] (s1)")
+    assert PF.check_run_hosts(pair()) == []
+
+
+# H1 and the deploy's host prep (issue 4): a wrong branch that host prep replaces is a note.
+
+def test_driver_590_replaced_by_host_prep_is_a_note():
+    nodes = pair()
+    nodes[1].update(driver_version='590.44.01', driver_host_prep='580')
+    assert problems(nodes=nodes) == []
+    notes = PF.preflight_notes(nodes)
+    one(notes, 'host spark2: driver 590.44.01 will be replaced by 580.x in host prep (H1)',
+        'CUDA-graph deadlock', 'preflight_host_prep_follows')
+
+
+@pytest.mark.parametrize('host_prep', ['', '575'])
+def test_driver_590_without_host_prep_is_refused(host_prep):
+    # '' - preflight on its own, or nvidia_driver_install false on that host; '575' - host prep
+    # would install another wrong branch.
+    nodes = pair()
+    nodes[1].update(driver_version='590.44.01', driver_host_prep=host_prep)
+    one(problems(nodes=nodes), 'host spark2: NVIDIA driver 590.44.01', 'CUDA-graph deadlock on GB10 (H1)')
+    assert PF.preflight_notes(nodes) == []
+
+
+def test_missing_driver_is_refused_even_when_host_prep_follows():
+    nodes = pair()
+    nodes[0].update(driver_version='', driver_error='No such file or directory', driver_host_prep='580')
+    one(problems(nodes=nodes), 'host spark1: no driver version from gb10_nvidia_smi', 'No such file')
+    assert PF.preflight_notes(nodes) == []
+
+
+def test_good_driver_needs_no_note():
+    nodes = pair()
+    for n in nodes:
+        n['driver_host_prep'] = '580'
+    assert problems(nodes=nodes) == [] and PF.preflight_notes(nodes) == []
