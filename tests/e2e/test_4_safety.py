@@ -24,6 +24,7 @@ import threading
 import time
 
 import pytest
+import yaml
 
 from .conftest import sim
 from .test_2_deploy import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, engine_process,
@@ -50,6 +51,15 @@ def healthy(head):
                           "'http://127.0.0.1:%d/health', timeout=10).status)" % PORT],
                          capture_output=True, text=True, timeout=60, check=False)
     return out.returncode == 0 and out.stdout.strip() == "200"
+
+
+def model_sync_playbook(tmp_path, **role_vars):
+    """A playbook of the model_sync role alone, as deploy.yml's sync play runs it (any_errors_fatal)."""
+    path = tmp_path / "model_sync.yml"
+    path.write_text(yaml.safe_dump([{
+        "name": "Sync a model", "hosts": "gb10_cluster", "any_errors_fatal": True, "become": True,
+        "gather_facts": False, "roles": [{"role": "gb10.serving.model_sync", "vars": role_vars}]}]))
+    return str(path)
 
 
 def when_task_starts(task, host, action):
@@ -193,17 +203,7 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
     on_host(head, "sh", "-c", "mkdir -p %s && for i in 1 2 3; do head -c 536870912 /dev/urandom "
             "> %s/model-0000$i-of-00003.safetensors; done && echo '{}' > %s/config.json" % (path, path, path))
     on_host(worker, "rm", "-rf", path)
-    playbook = tmp_path / "sync.yml"
-    playbook.write_text(
-        "- name: Sync a model\n"
-        "  hosts: gb10_cluster\n"
-        "  any_errors_fatal: true\n"  # as in deploy.yml's sync play
-        "  become: true\n"
-        "  gather_facts: false\n"
-        "  roles:\n"
-        "    - role: gb10.serving.model_sync\n"
-        "      vars:\n"
-        "        model_sync_path: %s\n" % path)
+    playbook = model_sync_playbook(tmp_path, model_sync_path=path)
 
     def kill_copy():
         # Once some bytes have arrived on the worker, kill the copy there (bounded: 120 s).
@@ -218,7 +218,7 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
 
     try:
         handler = when_task_starts(PULL_TASK, worker, kill_copy)
-        first = run_playbook(str(playbook), sim_cluster.inventory, timeout=900, event_handler=handler)
+        first = run_playbook(playbook, sim_cluster.inventory, timeout=900, event_handler=handler)
 
         assert handler.fired.is_set()
         assert first.status == "failed", first
@@ -228,7 +228,7 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
         assert kept > 64 * 1024 * 1024  # what was copied stays on disk
         source = on_host(head, "sh", "-c", "cd %s && sha256sum * | sort" % path)
 
-        second = run_playbook(str(playbook), sim_cluster.inventory, timeout=900)
+        second = run_playbook(playbook, sim_cluster.inventory, timeout=900)
 
         assert_succeeded(second, sim_cluster.hosts)
         assert on_host(worker, "sh", "-c", "cd %s && sha256sum * | sort" % path) == source
@@ -255,29 +255,17 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
     deadline = time.monotonic() + 30
     while b"listening" not in client.exec_run(["cat", "/srv/hub.log"]).output and time.monotonic() < deadline:
         time.sleep(0.5)
-    playbook = tmp_path / "download.yml"
-    playbook.write_text(
-        "- name: Download a model and sync it\n"
-        "  hosts: gb10_cluster\n"
-        "  any_errors_fatal: true\n"  # as in deploy.yml's sync play
-        "  become: true\n"
-        "  gather_facts: false\n"
-        "  roles:\n"
-        "    - role: gb10.serving.model_sync\n"
-        "      vars:\n"
-        "        model_sync_path: %s\n"
-        "        model_sync_download: true\n"
-        "        model_sync_repo: %s\n"
-        "        model_sync_download_image: %s\n"
-        "        model_sync_hub_endpoint: http://%s:%d\n" % (path, repo, sim_cluster.image_name, CLIENT_IP, HUB_PORT))
+    playbook = model_sync_playbook(tmp_path, model_sync_path=path, model_sync_download=True, model_sync_repo=repo,
+                                   model_sync_download_image=sim_cluster.image_name,
+                                   model_sync_hub_endpoint="http://%s:%d" % (CLIENT_IP, HUB_PORT))
     try:
-        refused = run_playbook(str(playbook), sim_cluster.inventory, timeout=600)
+        refused = run_playbook(playbook, sim_cluster.inventory, timeout=600)
 
         assert refused.status == "failed", refused
         (host, _task, message), = refused.failures()
         assert host == head and "gb10_hf_token" in message and repo in message, message
 
-        fetched = run_playbook(str(playbook), sim_cluster.inventory, timeout=600, extravars={"gb10_hf_token": token})
+        fetched = run_playbook(playbook, sim_cluster.inventory, timeout=600, extravars={"gb10_hf_token": token})
 
         assert_succeeded(fetched, sim_cluster.hosts)
         for host in sim_cluster.hosts:
