@@ -87,14 +87,14 @@ def test_literal_defaults_pass_their_spec(role):
     # gb10_engine feeds preflight_engine (S4): the spec refuses it before preflight reads anything.
     ('preflight', 'preflight_engine', 'trtllm', 'value of preflight_engine must be one of: , vllm, sglang, got: trtllm'),
     ('preflight', 'preflight_host_prep_follows', 'maybe', "argument 'preflight_host_prep_follows' is of type str"),
-    ('preflight', 'preflight_min_link_mbps', '10G', "argument 'preflight_min_link_mbps' is of type str and we were "
-                                                    'unable to convert to int'),
+    ('preflight', 'preflight_min_link_mbps', '10G',
+     "argument 'preflight_min_link_mbps' is of type str and we were unable to convert to int"),
     ('nccl_env', 'nccl_env_transport', 'tcp', 'value of nccl_env_transport must be one of: roce, roce_ring, socket, got: tcp'),
     ('container_runtime', 'container_runtime_log_driver', 'none',
      'value of container_runtime_log_driver must be one of: json-file, local, journald, got: none'),
     ('container_runtime', 'container_runtime_restart_policy', 'sometimes', 'container_runtime_restart_policy must be one of'),
-    ('ray_cluster', 'ray_cluster_object_store_memory_bytes', '2GB', "argument 'ray_cluster_object_store_memory_bytes' is "
-                                                                   'of type str and we were unable to convert to int'),
+    ('ray_cluster', 'ray_cluster_object_store_memory_bytes', '2GB',
+     "argument 'ray_cluster_object_store_memory_bytes' is of type str and we were unable to convert to int"),
     ('firewall', 'firewall_api_sources', {'any': True}, "argument 'firewall_api_sources' is of type dict"),
 ])
 def test_bad_values_are_refused_with_the_variable_named(role, name, value, fragment):
