@@ -1,25 +1,46 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""python -m bench controller-scaling [--sizes N ...] [--json FILE]: run a benchmark, print a
-Markdown table, write the raw numbers as JSON (default tests/output/bench/<name>.json).
-The copy-throughput and deploy-time benchmarks of issue 7 are not written yet (BENCHMARKS.md)."""
+"""python -m bench NAME [options] [--json FILE]: run a benchmark, print a Markdown table, write
+the raw numbers as JSON (default tests/output/bench/<name>.json). Names:
+controller-scaling (light hosts), copy-throughput (two light hosts), deploy-time (takes the
+simulated cluster: run it only when nobody else uses it)."""
 import argparse
+import importlib
 import json
 import os
 import sys
 
 from bench.hosts import OUT
 
+MODULES = {
+    'controller-scaling': 'bench.controller_scaling',
+    'copy-throughput': 'bench.copy_throughput',
+    'deploy-time': 'bench.deploy_time',
+}
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='python -m bench', description=__doc__)
-    parser.add_argument('name', choices=['controller-scaling'])
+    parser.add_argument('name', choices=sorted(MODULES))
     parser.add_argument('--json', default=None)
-    parser.add_argument('--sizes', type=int, nargs='+', default=None,
+    parser.add_argument('--sizes', type=int, nargs='+', default=[2, 4, 8, 16],
                         help='controller-scaling: host counts (default 2 4 8 16)')
+    parser.add_argument('--gib', type=float, default=4,
+                        help='copy-throughput: model size in GiB (default 4)')
+    parser.add_argument('--file-mib', type=int, default=512,
+                        help='copy-throughput: size of each model file in MiB (default 512)')
+    parser.add_argument('--streams', type=int, nargs='+', default=[1, 4, 8],
+                        help='copy-throughput: model_sync_streams values (default 1 4 8)')
+    parser.add_argument('--nodes', type=int, nargs='+', choices=[2, 3], default=[2, 3],
+                        help='deploy-time: simulated cluster sizes (default 2 3)')
     args = parser.parse_args(argv)
-    from bench import controller_scaling as bench
-    result = bench.run(tuple(args.sizes or (2, 4, 8, 16)))
+    bench = importlib.import_module(MODULES[args.name])
+    if args.name == 'controller-scaling':
+        result = bench.run(tuple(args.sizes))
+    elif args.name == 'copy-throughput':
+        result = bench.run(args.gib, args.file_mib, tuple(args.streams))
+    else:
+        result = bench.run(tuple(args.nodes))
     os.makedirs(OUT, exist_ok=True)
     path = args.json or os.path.join(OUT, '%s.json' % args.name)
     with open(path, 'w') as handle:

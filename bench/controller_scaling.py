@@ -28,8 +28,8 @@ def run(sizes=(2, 4, 8, 16)):
     for size in sizes:
         # NET_ADMIN: the firewall role loads an iptables chain on each host.
         with light_hosts(size, cap_add=('NET_ADMIN', 'NET_RAW')) as (inventory, unused_hosts):
-            first, first_stats, unused_runner = run_playbook(PLAYBOOK, inventory)
-            noop, noop_stats, unused_runner = run_playbook(PLAYBOOK, inventory)
+            first, first_stats, unused_events = run_playbook(PLAYBOOK, inventory)
+            noop, noop_stats, unused_events = run_playbook(PLAYBOOK, inventory)
         rows.append({'hosts': size, 'first_run_s': round(first, 2),
                      'noop_rerun_s': round(noop, 2),
                      'first_changed': changed_total(first_stats),

@@ -12,8 +12,9 @@ from bench.hosts import OUT, TOP
 
 
 def run_playbook(playbook, inventory, extravars=None, fact_cache=None):
-    """(wall seconds, stats dict, runner). Uses the project's ansible.cfg (forks, pipelining,
-    ControlPersist, fact caching) so the numbers are what users get."""
+    """(wall seconds, stats dict, events list; bench.events reads task timings from the events).
+    Uses the project's ansible.cfg (forks, pipelining, ControlPersist, fact caching) so the
+    numbers are what users get."""
     private = tempfile.mkdtemp(prefix='run-', dir=OUT)
     env = {
         'ANSIBLE_CONFIG': os.path.join(TOP, 'ansible.cfg'),
@@ -31,8 +32,9 @@ def run_playbook(playbook, inventory, extravars=None, fact_cache=None):
         raise RuntimeError('%s on %s: %s (rc %s); events in %s'
                            % (playbook, inventory, runner.status, runner.rc, private))
     stats = runner.stats or {}
+    events = list(runner.events)  # read before the artifacts that hold them are removed
     shutil.rmtree(os.path.join(private, 'artifacts'), ignore_errors=True)
-    return wall, stats, runner
+    return wall, stats, events
 
 
 def changed_total(stats):

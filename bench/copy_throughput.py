@@ -1,0 +1,283 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Model copy throughput between two light hosts, as a fraction of the same link measured in the
+same run. Host A gets a model-like directory (safetensors-sized files of random, incompressible
+data); then, each into an empty directory on host B:
+
+  link        iperf3 A -> B, 1 and N TCP streams (memory to memory: what the link carries)
+  TCP copy    the files' bytes as one plain TCP stream, written to disk on B (no rsync, no checks)
+  rsync       one rsync from a read-only rsync daemon on A (single-stream rsync speed)
+  rsync xN    N rsyncs from that daemon, each on its share of the files (model_sync's transfer)
+  model_sync  the real role gb10.serving.model_sync with model_sync_streams=N, via
+              ansible-runner; its pull task's time (copy + SHA-256 of every file) from the events
+
+MB/s is 10^6 bytes per second of the model's bytes. iperf3 comes from Debian's package (apt-get
+download on the controller, installed into the hosts with dpkg); without it the TCP copy is the
+link figure. gawk is installed the same way (GAWK_PACKAGES says why)."""
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import docker
+
+from bench.events import task_results, task_span
+from bench.hosts import OUT, TOP, light_hosts
+from bench.runner import changed_total, run_playbook
+
+PLAYBOOK = os.path.join(TOP, 'bench', 'playbooks', 'model_sync.yml')
+MODEL = '/srv/models/bench-model'
+COPY = '/srv/copy'
+PULL_TASK = 'Pull, verify every checksum, re-fetch mismatches, mark verified'
+MANIFEST_TASK = 'Manifest of the model on the source (sizes and SHA-256; reused while no file changes)'
+IPERF_PACKAGES = ('iperf3', 'libiperf0', 'libsctp1')
+# model_sync's helper sums the model's bytes with awk; Debian's default awk (mawk) prints a sum of
+# 2^31 or more as e.g. 4.29497e+09, the helper's printf then fails and so does the role, for any
+# model of 2 GiB or more. gawk prints it whole; it becomes /usr/bin/awk when installed. Until the
+# helper is fixed, the benchmark installs it so that a multi-GB copy can be measured at all.
+GAWK_PACKAGES = ('gawk', 'libmpfr6', 'libsigsegv2')
+MAWK_LIMIT = 2 ** 31
+IPERF_SECONDS = 10
+RSYNC_PORT = 8731  # not model_sync's 8730: the role starts its own daemon there
+NC_PORT = 5202
+GIB = 1024 ** 3
+
+
+def sh(container, script, *args, detach=False):
+    """Run a bash script (args in $1...) in a host; its output, or RuntimeError naming the host
+    and the script."""
+    result = container.exec_run(['bash', '-c', 'set -euo pipefail\n' + script, 'bench'] + list(args),
+                                detach=detach)
+    if detach:
+        return ''
+    output = result.output.decode(errors='replace')
+    if result.exit_code != 0:
+        raise RuntimeError('%s: `%s` exited %d: %s'
+                           % (container.name, script, result.exit_code, output[-2000:]))
+    return output
+
+
+def timed(container, script, *args):
+    """Seconds `script` took, timed inside the host (no docker exec start-up in the figure)."""
+    out = sh(container, 's=$(date +%s%N)\n' + script + '\ne=$(date +%s%N)\necho "elapsed_ns $((e - s))"',
+             *args)
+    return int(out.split()[-1]) / 1e9
+
+
+def check_disk(client, gib):
+    # A holds the model and B one copy at a time; both live in the engine's data root.
+    root = client.info().get('DockerRootDir', '/var/lib/docker')
+    free = shutil.disk_usage(root).free
+    need = (2 * gib + 4) * GIB
+    if free < need:
+        raise RuntimeError('%s has %.1f GiB free; --gib %s needs %.1f GiB (model on A, copy on B, '
+                           '4 GiB spare). Use a smaller --gib.' % (root, free / GIB, gib, need / GIB))
+    return free
+
+
+def fetch_debs(name, packages):
+    """Directory with the .deb files of `packages` (apt-get download from the controller's Debian
+    mirror; the hosts are the same release), or None when the mirror does not answer."""
+    debs = os.path.join(OUT, 'debs', name)
+    os.makedirs(debs, exist_ok=True)
+    if not all(any(f.startswith(p + '_') for f in os.listdir(debs)) for p in packages):
+        try:
+            subprocess.run(['apt-get', 'download'] + list(packages), cwd=debs, check=True,
+                           timeout=120, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return debs
+
+
+def install_debs(container, debs):
+    target = '/tmp/gb10-bench-debs/%s' % os.path.basename(debs)
+    sh(container, 'mkdir -p %s' % target)
+    subprocess.run(['docker', 'cp', debs + '/.', '%s:%s' % (container.name, target)], check=True)
+    # Libraries first: gawk pre-depends on its libraries, dpkg -i does not order that for us.
+    sh(container, 'cd %s && dpkg -i lib*.deb >/dev/null && dpkg -i *.deb >/dev/null' % target)
+
+
+def make_model(container, gib, file_mib):
+    """safetensors-sized files of random data plus small JSON files; returns (files, bytes)."""
+    count = max(1, int(gib * 1024 // file_mib))
+    names = ['model-%05d-of-%05d.safetensors' % (i + 1, count) for i in range(count)]
+    sh(container, 'mkdir -p %s && cd %s && echo \'{"architectures": ["Bench"]}\' >config.json\n'
+       'printf "%%s\\n" %s | xargs -P 2 -I{} sh -c "head -c %dM /dev/urandom >{}"'
+       % (MODEL, MODEL, ' '.join(names), file_mib))
+    return names + ['config.json'], copied_bytes(container, MODEL)
+
+
+def copied_bytes(container, path):
+    """Sum of the sizes of the files under `path` (du would count the directories too)."""
+    return sum(int(size) for size in sh(container, "find %s -type f -printf '%%s\\n'" % path).split())
+
+
+def clear(container, *paths):
+    sh(container, 'rm -rf %s' % ' '.join(paths))
+    os.sync()  # the previous copy's dirty pages must not be written during the next one
+
+
+def iperf3(a, b, ip_b, streams):
+    """MB/s received by B from A with `streams` parallel TCP streams."""
+    sh(b, 'iperf3 -s -D -1 -B %s >/dev/null' % ip_b)
+    out = sh(a, 'for _ in $(seq 50); do iperf3 -c %s -t %d -P %d -J && exit 0; sleep 0.2; done; exit 1'
+             % (ip_b, IPERF_SECONDS, streams))
+    return json.loads(out)['end']['sum_received']['bits_per_second'] / 8 / 1e6
+
+
+def wait_listening(container, port, seconds=10):
+    """Wait (bounded) until something listens on TCP `port` in the host; a probe connection would
+    take the one connection a `nc -l` accepts, so ask the host's socket table instead."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if ':%d ' % port in sh(container, 'ss -Hltn'):
+            return
+        time.sleep(0.2)
+    raise RuntimeError('%s: nothing listens on port %d after %d s' % (container.name, port, seconds))
+
+
+SENDER = """
+import os, socket, sys
+server = socket.create_server((sys.argv[1], int(sys.argv[2])))
+conn, unused = server.accept()
+for root, unused, names in os.walk(sys.argv[3]):
+    for name in sorted(names):
+        with open(os.path.join(root, name), 'rb') as handle:
+            conn.sendfile(handle)
+conn.close()
+"""
+RECEIVER = """
+import socket, sys
+conn = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+buf = memoryview(bytearray(4 << 20))
+with open(sys.argv[3], 'wb') as out:
+    while True:
+        n = conn.recv_into(buf)
+        if not n:
+            break
+        out.write(buf[:n])
+"""
+
+
+def tcp_copy(a, b, ip_a):
+    """The model's bytes as one plain TCP stream (sendfile on A), written to one file on B."""
+    sh(a, 'python3 -c "$1" %s %d %s' % (ip_a, NC_PORT, MODEL), SENDER, detach=True)
+    wait_listening(a, NC_PORT)
+    return timed(b, 'mkdir -p %s\npython3 -c "$1" %s %d %s/blob' % (COPY, ip_a, NC_PORT, COPY), RECEIVER)
+
+
+def start_rsyncd(a, ip_a):
+    sh(a, 'cat >/tmp/gb10-bench-rsyncd.conf <<EOF\npid file = /tmp/gb10-bench-rsyncd.pid\n'
+       'port = %d\naddress = %s\nuse chroot = no\nuid = root\ngid = root\n[model]\npath = %s\n'
+       'read only = yes\nEOF\nrsync --daemon --config=/tmp/gb10-bench-rsyncd.conf' % (RSYNC_PORT, ip_a, MODEL))
+    wait_listening(a, RSYNC_PORT)
+
+
+def rsync_parallel(b, ip_a, files, streams):
+    """The transfer model_sync's helper does: the file list split round-robin into `streams`
+    parts, one rsync per part, all at once."""
+    url = 'rsync://%s:%d/model/' % (ip_a, RSYNC_PORT)
+    sh(b, 'mkdir -p %s && rm -f /tmp/gb10-files* && printf "%%s\\n" %s >/tmp/gb10-files\n'
+       'split -n r/%d /tmp/gb10-files /tmp/gb10-files.' % (COPY, ' '.join(files), streams))
+    return timed(b, 'pids=""\nfor p in /tmp/gb10-files.*; do [ -s "$p" ] || continue\n'
+                 '  rsync -a --partial --files-from="$p" %s %s/ & pids="$pids $!"; done\n'
+                 'for p in $pids; do wait "$p"; done' % (url, COPY))
+
+
+def role_run(inventory, streams, state_dir):
+    extravars = {'model_sync_path': MODEL, 'model_sync_streams': streams,
+                 'model_sync_state_dir': state_dir}
+    wall, stats, events = run_playbook(PLAYBOOK, inventory, extravars=extravars)
+    return wall, changed_total(stats), events
+
+
+def run(gib=4, file_mib=512, streams=(1, 4, 8)):
+    client = docker.from_env(timeout=600)
+    load_before = os.getloadavg()
+    free = check_disk(client, gib)
+    debs = fetch_debs('iperf3', IPERF_PACKAGES)
+    gawk = fetch_debs('gawk', GAWK_PACKAGES)
+    if gawk is None and gib * GIB >= MAWK_LIMIT:
+        raise RuntimeError('--gib %s: model_sync needs gawk in the hosts for a model of 2 GiB or more '
+                           '(mawk prints the byte count as 2.14748e+09) and apt-get download gawk '
+                           'failed; use --gib 1.9 or fix the mirror.' % gib)
+    rows = []
+    with light_hosts(2) as (inventory, hosts):
+        (name_a, ip_a), (name_b, ip_b) = hosts
+        a, b = client.containers.get(name_a), client.containers.get(name_b)
+        files, total = make_model(a, gib, file_mib)
+        os.sync()
+
+        def add(method, kind, seconds, note='', mb_s=None):
+            rows.append({'method': method, 'kind': kind, 'seconds': round(seconds, 2),
+                         'mb_s': round(mb_s if mb_s is not None else total / seconds / 1e6, 1),
+                         'note': note})
+
+        for host in (a, b):
+            for deb_dir in (debs, gawk):
+                if deb_dir:
+                    install_debs(host, deb_dir)
+        if debs:
+            for n in sorted({1, max(streams)}):
+                add('iperf3 -P %d' % n, 'link', IPERF_SECONDS, 'memory to memory, %d s' % IPERF_SECONDS,
+                    mb_s=iperf3(a, b, ip_b, n))
+
+        seconds = tcp_copy(a, b, ip_a)
+        if copied_bytes(b, COPY) != total:
+            raise RuntimeError('TCP copy: %d of %d bytes arrived' % (copied_bytes(b, COPY), total))
+        add('TCP copy', 'link' if not debs else 'raw copy', seconds,
+            'the files\' bytes in one TCP stream (sendfile), written to disk on B')
+        clear(b, COPY)
+
+        start_rsyncd(a, ip_a)
+        for n in streams:
+            seconds = rsync_parallel(b, ip_a, files, n)
+            if copied_bytes(b, COPY) != total:
+                raise RuntimeError('rsync x%d copied %d of %d bytes' % (n, copied_bytes(b, COPY), total))
+            add('rsync' if n == 1 else 'rsync x%d' % n, 'rsync', seconds,
+                'daemon on A, %d stream%s' % (n, 's' if n > 1 else ''))
+            clear(b, COPY)
+        sh(a, 'kill "$(cat /tmp/gb10-bench-rsyncd.pid)"')
+
+        state_dir = '/var/lib/gb10-bench/model_sync'
+        for n in streams:
+            clear(b, MODEL, state_dir)
+            wall, changed, events = role_run(inventory, n, state_dir)
+            pull = task_span(events, PULL_TASK)
+            if pull is None:
+                raise RuntimeError('model_sync streams=%d did not run its pull task on %s' % (n, name_b))
+            manifest = task_span(events, MANIFEST_TASK)
+            add('model_sync streams=%d' % n, 'model_sync', pull,
+                'pull task (copy + SHA-256 check); role %.1f s, manifest %.1f s'
+                % (wall, manifest or 0))
+            rows[-1].update({'role_wall_s': round(wall, 2), 'manifest_s': round(manifest or 0, 2),
+                             'role_mb_s': round(total / wall / 1e6, 1), 'changed': changed,
+                             'pull_result': task_results(events, PULL_TASK).get(name_b, {}).get('stdout', '')})
+        noop_wall, noop_changed, unused_events = role_run(inventory, max(streams), state_dir)
+        # The verify step hashes every file with coreutils' sha256sum, which has no SHA-NI/ARMv8
+        # crypto code path; openssl's SHA-256 has. Same files, same parallelism.
+        for tool, command in (('sha256sum', 'sha256sum'), ('openssl sha256', 'openssl dgst -sha256 -r')):
+            hashing = timed(b, 'cd %s && find . -type f -print0 | xargs -0 -n 4 -P %d %s >/dev/null'
+                            % (MODEL, max(streams), command))
+            add('%s x%d on B' % (tool, max(streams)), 'cpu', hashing,
+                'reads and hashes every file (the verify step uses sha256sum)')
+    link = max(r['mb_s'] for r in rows if r['kind'] == 'link')
+    for row in rows:
+        row['of_link'] = round(row['mb_s'] / link, 3)
+    return {'bytes': total, 'files': len(files), 'file_mib': file_mib, 'free_gib_before': round(free / GIB, 1),
+            'link_mb_s': link, 'noop_rerun_s': round(noop_wall, 2), 'noop_changed': noop_changed,
+            'cpus': os.cpu_count(), 'loadavg_before': load_before, 'loadavg_after': os.getloadavg(),
+            'rows': rows}
+
+
+def table(result):
+    lines = ['%d files, %.2f GiB; link = %.0f MB/s (best iperf3 figure of this run, else the TCP copy); '
+             'model_sync no-op re-run %.1f s, changed=%d'
+             % (result['files'], result['bytes'] / GIB, result['link_mb_s'], result['noop_rerun_s'],
+                result['noop_changed']), '',
+             '| method | seconds | MB/s | of link | what |', '|---|---|---|---|---|']
+    for r in result['rows']:
+        lines.append('| %s | %.1f | %.0f | %.0f%% | %s |' % (
+            r['method'], r['seconds'], r['mb_s'], 100 * r['of_link'], r['note']))
+    return '\n'.join(lines)

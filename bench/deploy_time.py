@@ -1,0 +1,100 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Deploy wall time on the simulated cluster (tests/sim/cluster.py), through ansible-runner:
+
+  cold   `scripts/sim.sh up N --fresh`: host containers made anew, their engines emptied of every
+         container, the model only on the head (model_sync copies it). The serving image stays
+         loaded in each host engine's volume: the simulation has no registry to pull from, so a
+         real cold deploy adds the image pull to this.
+  no-op  the same deploy again at once; changed must be 0.
+  warm   playbooks/teardown.yml (removes the engine and the Ray containers, drops the page cache;
+         keeps the image, the model on every node and model_sync's verified marks), then deploy.
+
+N=2 runs playbooks/deploy-m27.yml on inventory/sim.ini, N=3 deploy-m3.yml on sim3.ini. The
+engine's own start-up is the time of the task "Wait for /health, showing progress (V7)" in
+roles/vllm_serve/tasks/engine.yml, read from the run's events; the rest of a deploy is what the
+collection adds around it: (deploy - engine start-up) / engine start-up.
+
+This takes the simulated cluster (recreates its hosts): never run it while someone else uses it."""
+import os
+import sys
+
+from bench.events import task_runs, task_span
+from bench.hosts import OUT, TOP
+from bench.runner import changed_total, run_playbook
+
+ENGINE_TASK = 'Wait for /health, showing progress (V7)'
+LAUNCH_TASK = 'Start the engine inside the Ray head container (R1, docker exec, never ray://)'
+MODEL_TASK = 'Pull, verify every checksum, re-fetch mismatches, mark verified'
+TEARDOWN = os.path.join(TOP, 'playbooks', 'teardown.yml')
+TARGETS = {
+    2: ('playbooks/deploy-m27.yml', 'inventory/sim.ini'),
+    3: ('playbooks/deploy-m3.yml', 'inventory/sim3.ini'),
+}
+
+
+def slowest_tasks(events, count=5):
+    """The `count` longest tasks of a run as (task, seconds): a task's wall time over all hosts."""
+    spans = {}
+    for run in task_runs(events):
+        first, last = spans.get(run['task'], (run['start'], run['end']))
+        spans[run['task']] = (min(first, run['start']), max(last, run['end']))
+    timed = sorted(((name, (end - start).total_seconds()) for name, (start, end) in spans.items()),
+                   key=lambda item: -item[1])
+    return [(name, round(seconds, 1)) for name, seconds in timed[:count]]
+
+
+def phase(name, wall, stats, events):
+    """One row: wall time, changed count, the engine's start-up (None when the engine was kept and
+    no wait ran) and the share of the deploy that is not the engine's start-up."""
+    engine = task_span(events, ENGINE_TASK)
+    launch = task_span(events, LAUNCH_TASK)
+    model = task_span(events, MODEL_TASK)
+    row = {'phase': name, 'wall_s': round(wall, 2), 'changed': changed_total(stats),
+           'engine_startup_s': None if engine is None else round(engine, 2),
+           'engine_launched': launch is not None,
+           'model_copy_s': None if model is None else round(model, 2),
+           'overhead_vs_engine': None, 'slowest_tasks': slowest_tasks(events)}
+    # Only a run that launched the engine waited for its start-up; a no-op run's one health probe
+    # is not a start-up.
+    if engine and launch is not None:
+        row['overhead_vs_engine'] = round((wall - engine) / engine, 2)
+    return row
+
+
+def run(nodes=(2, 3)):
+    sys.path.insert(0, os.path.join(TOP, 'tests', 'sim'))
+    import cluster  # tests/sim/cluster.py: the simulation's own manager, not a copy of it
+
+    result = {'cpus': os.cpu_count(), 'loadavg_before': os.getloadavg(), 'sizes': []}
+    manager = cluster.Cluster()
+    for count in nodes:
+        playbook, inventory = (os.path.join(TOP, p) for p in TARGETS[count])
+        facts = os.path.join(OUT, 'deploy-facts-%d' % count)  # one fact cache per size, as a user has
+        manager.up(count, fresh=True)
+        rows = [phase('cold', *run_playbook(playbook, inventory, fact_cache=facts))]
+        rows.append(phase('no-op', *run_playbook(playbook, inventory, fact_cache=facts)))
+        teardown, unused_stats, unused_events = run_playbook(TEARDOWN, inventory, fact_cache=facts)
+        rows.append(phase('warm', *run_playbook(playbook, inventory, fact_cache=facts)))
+        result['sizes'].append({'nodes': count, 'playbook': os.path.relpath(playbook, TOP),
+                                'inventory': os.path.relpath(inventory, TOP),
+                                'teardown_s': round(teardown, 2), 'rows': rows})
+    result['loadavg_after'] = os.getloadavg()
+    return result
+
+
+def _num(value, fmt):
+    return '-' if value is None else fmt % value
+
+
+def table(result):
+    lines = ['| nodes | run | wall (s) | changed | engine start-up (s) | (deploy - engine) / engine '
+             '| model copy (s) | slowest task |', '|---|---|---|---|---|---|---|---|']
+    for size in result['sizes']:
+        for r in size['rows']:
+            slow = r['slowest_tasks'][0] if r['slowest_tasks'] else ('-', 0)
+            lines.append('| %d | %s | %.1f | %d | %s | %s | %s | %s (%.1f s) |' % (
+                size['nodes'], r['phase'], r['wall_s'], r['changed'],
+                _num(r['engine_startup_s'], '%.1f'), _num(r['overhead_vs_engine'], '%.2f'),
+                _num(r['model_copy_s'], '%.1f'), slow[0], slow[1]))
+    return '\n'.join(lines)
