@@ -182,7 +182,8 @@ def check_driver(node):
 
 
 def preflight_notes(nodes):
-    """What is wrong now but replaced later in the same deploy, shown instead of refused."""
+    """What is wrong now but fixed later in the same deploy, shown instead of refused: a driver that
+    host prep replaces (H1), a model that model_sync downloads (M3)."""
     notes = []
     for node in nodes:
         wrong = _wrong_driver(node) if _read(node) else None
@@ -190,6 +191,9 @@ def preflight_notes(nodes):
             notes.append('host %s: driver %s will be replaced by %s.x in host prep (H1): %s; preflight_host_prep_follows '
                          'is true and nvidia_driver_install is true for this host.'
                          % (node['host'], wrong[0], KNOWN_GOOD_DRIVER_BRANCH, wrong[1]))
+    if nodes and not any(n.get('model_present') for n in nodes) and nodes[0].get('model_download'):
+        notes.append('host %s: the model is on no host yet; model_sync downloads it here from the Hub '
+                     '(gb10_model_download is true), then copies it to the others (M3).' % nodes[0]['host'])
     return notes
 
 
@@ -223,10 +227,12 @@ def check_interface(node, min_mbps=MIN_CLUSTER_LINK_MBPS):
 
 
 def check_model(profile, nodes):
-    """The model must be somewhere: model_sync copies it from the first host (M3)."""
-    if nodes and not any(n.get('model_present') for n in nodes):
+    """The model must be somewhere: model_sync copies it from the first host (M3), or downloads it
+    there first when that host's model_download is set (gb10_model_download; a note then)."""
+    if nodes and not any(n.get('model_present') for n in nodes) and not nodes[0].get('model_download'):
         return ['hosts %s: model.path %s of profile %s is absent on every host. Fix: download %s to %s on '
-                'the first host (%s); model_sync copies it to the others.'
+                'the first host (%s), or set gb10_model_download: true (with gb10_hf_token in ansible-vault '
+                'for a gated repository); model_sync copies it to the others.'
                 % (_names(nodes), profile['model']['path'], profile['name'], profile['model']['repo'],
                    profile['model']['path'], nodes[0]['host'])]
     return []

@@ -164,6 +164,19 @@ def test_model_absent_everywhere():
         'saricles/MiniMax-M2.7-NVFP4-GB10-AC', 'first host (spark1)')
 
 
+def test_model_absent_everywhere_is_a_note_when_it_will_be_downloaded():
+    nodes = pair()
+    for n in nodes:
+        n['model_present'] = False
+    nodes[0]['model_download'] = True
+    assert problems(nodes=nodes) == []
+    assert PF.preflight_notes(nodes) == [
+        'host spark1: the model is on no host yet; model_sync downloads it here from the Hub '
+        '(gb10_model_download is true), then copies it to the others (M3).']
+    nodes[0]['model_download'] = False
+    one(problems(nodes=nodes), 'absent on every host', 'gb10_model_download: true')
+
+
 def test_m27_fp8_does_not_fit():
     one(problems(real('minimax-m27-fp8')), 'host spark1 (poorest node', 'weights do not fit (M2)', '106.6 GiB per node')
 
