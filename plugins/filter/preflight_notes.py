@@ -15,10 +15,12 @@ author:
   - gb10.serving developers (@gb10-serving)
 description:
   - Companion of filter C(gb10.serving.preflight_problems), over the same per-host facts.
-  - Today one case, H1 - a node runs a driver branch other than 580 (590 deadlocks CUDA graphs on
-    GB10) and the deploy's host-prep play installs 580 on it (role C(gb10.serving.preflight) sets
-    C(driver_host_prep) from C(preflight_host_prep_follows) and the host's C(nvidia_driver_install)).
-    Such a node is not refused; this filter says what will be replaced.
+  - H1, a node runs a driver branch other than 580 (590 deadlocks CUDA graphs on GB10) and the
+    calling play's host prep replaces it (role C(gb10.serving.preflight) sets C(driver_host_prep)
+    from C(preflight_host_prep_follows) and the host's C(nvidia_driver_install)).
+  - M3, the model is on no host and the first host's C(model_download) is set
+    (C(gb10_model_download)), so C(gb10.serving.model_sync) downloads it there.
+  - Such a node is not refused; this filter says what will be fixed.
 options:
   _input:
     description: Per-host facts, as for C(gb10.serving.preflight_problems) (its O(nodes) option).
