@@ -68,13 +68,23 @@ run_engine() {
 }
 
 run_molecule() {
-  local scenario
+  local scenario scenarios=()
   for scenario in molecule/*/; do
     scenario=$(basename "$scenario")
-    [[ " ${sim_scenarios[*]} " == *" $scenario "* ]] && continue
-    echo "=== molecule test -s $scenario"
-    molecule test -s "$scenario"
+    [[ " ${sim_scenarios[*]} " == *" $scenario "* ]] || scenarios+=("$scenario")
   done
+  # GB10_MOLECULE_JOBS scenarios at a time (default 2): a scenario mostly waits on docker exec
+  # round trips, and each has its own hosts and network. Each one's output goes to
+  # tests/output/molecule/<scenario>.log; a failure prints its end and stops the stage.
+  mkdir -p tests/output/molecule
+  printf '%s\n' "${scenarios[@]}" | xargs -P "${GB10_MOLECULE_JOBS:-2}" -I{} bash -c '
+    log=tests/output/molecule/$1.log; start=$SECONDS
+    if molecule test -s "$1" >"$log" 2>&1; then
+      echo "=== molecule test -s $1 passed in $((SECONDS - start)) s"
+    else
+      echo "=== molecule test -s $1 FAILED after $((SECONDS - start)) s; end of $log:"; tail -n 200 "$log"
+      exit 255
+    fi' _ {}
 }
 
 run_molecule-sim() {
@@ -85,7 +95,7 @@ run_molecule-sim() {
   done
 }
 
-run_e2e() { python -m pytest -q -x tests/e2e; }
+run_e2e() { python -m pytest -q -x --durations=12 tests/e2e; }
 
 for s in "${stages[@]}"; do
   echo "##### stage: $s"

@@ -5,15 +5,16 @@ ansible-runner, read back as events and per-host stats (never scraped stdout).
 
 Fixtures
   sim_cluster   (module scope) a fresh 2-host cluster, inventory/sim.ini  -> SimCluster
-  sim_cluster3  (module scope) a fresh 3-host cluster, inventory/sim3.ini -> SimCluster
+  sim_cluster3  (module scope) the 3-host cluster, inventory/sim3.ini -> SimCluster
   run_playbook  run_playbook(playbook, inventory, extravars=None, limit=None, check=False,
                 event_handler=None) -> RunResult (status, rc, stats per host, events);
                 event_handler(event) is called for each event as the run goes (fault injection)
   run_adhoc     run_adhoc(module, args, inventory, pattern="gb10_cluster") -> RunResult
 
 The cluster is made fresh (host containers recreated, their engines emptied) the first time in
-the session that a module asks for it and whenever the size asked for changes; the volumes that cache the serving
-image in each host's engine are kept. At the end of the session the host containers are removed
+the session that a module asks for it; when a later module asks for another size, hosts are added
+(fresh) or removed and the others are left as they are. The volumes that cache the serving image
+in each host's engine are kept. At the end of the session the host containers are removed
 (GB10_SIM_KEEP=1 leaves them up to look at; `scripts/sim.sh down` removes everything).
 """
 
@@ -169,11 +170,15 @@ class _Manager:
         self.state = None
 
     def ensure(self, count, fresh=False):
-        if fresh or self.size != count:
+        """The cluster with count hosts: made fresh the first time (or when asked); a change of
+        size after that adds or removes hosts and leaves the others as they are."""
+        if fresh or self.size is None or self.size != count:
             t0 = time.monotonic()
-            self.state = self.cluster.up(count, fresh=True)
+            fresh = fresh or self.size is None
+            self.state = self.cluster.up(count, fresh=fresh)
             self.size = count
-            sys.stderr.write("e2e: fresh %d-host simulated cluster in %.0f s\n" % (count, time.monotonic() - t0))
+            sys.stderr.write("e2e: %s %d-host simulated cluster in %.0f s\n"
+                             % ("fresh" if fresh else "resized", count, time.monotonic() - t0))
         return SimCluster(self.state)
 
     def finish(self):
@@ -190,11 +195,12 @@ def sim_manager():
 
 @pytest.fixture(scope="module")
 def sim_cluster(sim_manager):
-    """A fresh simulated 2-Spark cluster (inventory/sim.ini)."""
+    """The simulated 2-Spark cluster (inventory/sim.ini), fresh the first time it is asked for."""
     return sim_manager.ensure(2)
 
 
 @pytest.fixture(scope="module")
 def sim_cluster3(sim_manager):
-    """A fresh simulated 3-Spark cluster (inventory/sim3.ini), for TP=3."""
+    """The simulated 3-Spark cluster (inventory/sim3.ini), for TP=3: the third host is added fresh
+    to the 2-host cluster the modules before used."""
     return sim_manager.ensure(3)
