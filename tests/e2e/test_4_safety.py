@@ -28,7 +28,7 @@ import yaml
 
 from .conftest import sim
 from .test_2_deploy import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, engine_process,
-                          on_host)
+                            on_host)
 
 SYNC_PLAY = "Sync the model over the cluster link (M3)"
 WAIT_TASK = "Wait for /health, showing progress (V7)"
@@ -262,7 +262,7 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
         refused = run_playbook(playbook, sim_cluster.inventory, timeout=600)
 
         assert refused.status == "failed", refused
-        (host, _task, message), = refused.failures()
+        (host, unused_task, message), = refused.failures()
         assert host == head and "gb10_hf_token" in message and repo in message, message
 
         fetched = run_playbook(playbook, sim_cluster.inventory, timeout=600, extravars={"gb10_hf_token": token})
@@ -289,7 +289,7 @@ def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, r
                                      "vllm_serve_readiness_timeout_s": 20})
 
     assert result.status == "failed", result
-    failed = {(host, task) for host, task, _ in result.failures()}
+    failed = {(host, task) for host, task, unused_msg in result.failures()}
     assert (head, LOGS_TASK) in failed, result
     message = dict(((h, t), m) for h, t, m in result.failures())[(head, LOGS_TASK)]
     assert "was not ready after 20 s" in message and head in message, message

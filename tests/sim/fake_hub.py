@@ -92,8 +92,8 @@ def make_handler(root, repo, token):
                     headers["Content-Range"] = "bytes %d-%d/%d" % (start, end, size)
                     return self._send(206, data[start:end + 1], headers, head)
                 return self._send(200, data, headers, head)
-            return self._send(404, b'{"error": "not found"}', {"Content-Type": "application/json",
-                                                                "X-Error-Code": "EntryNotFound"}, head)
+            return self._send(404, b'{"error": "not found"}',
+                              {"Content-Type": "application/json", "X-Error-Code": "EntryNotFound"}, head)
 
         def do_GET(self):
             self._route()
