@@ -37,6 +37,7 @@ LOGS_TASK = "Fail with what went wrong and where the logs are"
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLIENT_IP = sim.CLIENT[1]  # the client machine of tests/sim/cluster.py
 HUB_PORT = 8088
+SSH_REFUSED = ["-p", "tcp", "--dport", "22", "-j", "REJECT", "--reject-with", "tcp-reset"]
 
 
 def run_text(result):
@@ -174,13 +175,16 @@ def test_a_node_lost_halfway_stops_the_run_and_keeps_the_serving_engine(sim_clus
     def lose_worker(event):
         data = event.get("event_data", {})
         if event.get("event") == "playbook_on_play_start" and data.get("name") == SYNC_PLAY:
-            # sshd ends (and with it the controller's open connection): SSH is refused from now on.
-            subprocess.run(["docker", "exec", worker, "pkill", "-x", "sshd"], check=True, timeout=30)
+            # New SSH connections are refused and the open ones (the controller's ControlMaster)
+            # end; the node itself, its Ray worker and PID 1 (sshd -D) keep running.
+            subprocess.run(["docker", "exec", worker, "iptables", "-I", "INPUT", "1"] + SSH_REFUSED,
+                           check=True, timeout=30)
+            subprocess.run(["docker", "exec", worker, "pkill", "-f", "^sshd: root@"], check=False, timeout=30)
 
     try:
         result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, event_handler=lose_worker)
     finally:
-        subprocess.run(["docker", "exec", worker, "/usr/sbin/sshd"], check=True, timeout=30)
+        subprocess.run(["docker", "exec", worker, "iptables", "-D", "INPUT"] + SSH_REFUSED, check=False, timeout=30)
 
     assert result.status == "failed", result
     assert result.stats[worker]["unreachable"] >= 1, result
