@@ -31,14 +31,17 @@ def main(argv=None):
                         help='copy-throughput: size of each model file in MiB (default 512)')
     parser.add_argument('--streams', type=int, nargs='+', default=[1, 4, 8],
                         help='copy-throughput: model_sync_streams values (default 1 4 8)')
+    parser.add_argument('--repeat', type=int, default=2,
+                        help='controller-scaling, copy-throughput: tries per figure (no-op re-runs, '
+                        'copies), the best counts (default 2)')
     parser.add_argument('--nodes', type=int, nargs='+', choices=[2, 3], default=[2, 3],
                         help='deploy-time: simulated cluster sizes (default 2 3)')
     args = parser.parse_args(argv)
     bench = importlib.import_module(MODULES[args.name])
     if args.name == 'controller-scaling':
-        result = bench.run(tuple(args.sizes))
+        result = bench.run(tuple(args.sizes), args.repeat)
     elif args.name == 'copy-throughput':
-        result = bench.run(args.gib, args.file_mib, tuple(args.streams))
+        result = bench.run(args.gib, args.file_mib, tuple(args.streams), args.repeat)
     else:
         result = bench.run(tuple(args.nodes))
     os.makedirs(OUT, exist_ok=True)
