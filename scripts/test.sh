@@ -73,11 +73,11 @@ run_molecule() {
     scenario=$(basename "$scenario")
     [[ " ${sim_scenarios[*]} " == *" $scenario "* ]] || scenarios+=("$scenario")
   done
-  # GB10_MOLECULE_JOBS scenarios at a time (default 2): a scenario mostly waits on docker exec
+  # GB10_MOLECULE_JOBS scenarios at a time (default 3): a scenario mostly waits on docker exec
   # round trips, and each has its own hosts and network. Each one's output goes to
   # tests/output/molecule/<scenario>.log; a failure prints its end and stops the stage.
   mkdir -p tests/output/molecule
-  printf '%s\n' "${scenarios[@]}" | xargs -P "${GB10_MOLECULE_JOBS:-2}" -I{} bash -c '
+  printf '%s\n' "${scenarios[@]}" | xargs -P "${GB10_MOLECULE_JOBS:-3}" -I{} bash -c '
     log=tests/output/molecule/$1.log; start=$SECONDS
     if molecule test -s "$1" >"$log" 2>&1; then
       echo "=== molecule test -s $1 passed in $((SECONDS - start)) s"
