@@ -33,7 +33,7 @@ def run(sizes=(2, 4, 8, 16), repeat=1):
         # NET_ADMIN: the firewall role loads an iptables chain on each host.
         with light_hosts(size, cap_add=('NET_ADMIN', 'NET_RAW')) as (inventory, unused_hosts):
             first, first_stats, unused_events = run_playbook(PLAYBOOK, inventory)
-            noops = [run_playbook(PLAYBOOK, inventory)[:2] for _ in range(repeat)]
+            noops = [run_playbook(PLAYBOOK, inventory)[:2] for unused_try in range(repeat)]
         rows.append({'hosts': size, 'first_run_s': round(first, 2),
                      'noop_rerun_s': round(min(wall for wall, unused in noops), 2),
                      'noop_tries_s': [round(wall, 2) for wall, unused in noops],

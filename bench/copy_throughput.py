@@ -225,7 +225,7 @@ def run(gib=4, file_mib=512, streams=(1, 4, 8), repeat=2):
                     install_debs(host, deb_dir)
         if debs:
             for n in sorted({1, max(streams)}):
-                rates = [iperf3(a, b, ip_b, n) for _ in range(repeat)]
+                rates = [iperf3(a, b, ip_b, n) for unused_try in range(repeat)]
                 add('iperf3 -P %d' % n, 'link', [IPERF_SECONDS], 'memory to memory, %d s, %d TCP stream%s'
                     % (IPERF_SECONDS, n, 's' if n > 1 else ''), mb_s=max(rates))['tries_mb_s'] = rates
 
@@ -235,7 +235,7 @@ def run(gib=4, file_mib=512, streams=(1, 4, 8), repeat=2):
                 raise RuntimeError('TCP copy: %d of %d bytes arrived' % (copied_bytes(b, COPY), total))
             clear(b, COPY)
             return seconds
-        add('TCP copy', 'link' if not debs else 'raw copy', [tcp_try() for _ in range(repeat)],
+        add('TCP copy', 'link' if not debs else 'raw copy', [tcp_try() for unused_try in range(repeat)],
             'the files\' bytes in one TCP stream (sendfile), written to disk on B')
 
         start_rsyncd(a, ip_a)
@@ -247,14 +247,14 @@ def run(gib=4, file_mib=512, streams=(1, 4, 8), repeat=2):
             clear(b, COPY)
             return seconds
         for n in streams:
-            add('rsync' if n == 1 else 'rsync x%d' % n, 'rsync', [rsync_try(n) for _ in range(repeat)],
+            add('rsync' if n == 1 else 'rsync x%d' % n, 'rsync', [rsync_try(n) for unused_try in range(repeat)],
                 'daemon on A, %d stream%s' % (n, 's' if n > 1 else ''))
         sh(a, 'kill "$(cat /tmp/gb10-bench-rsyncd.pid)"')
 
         state_dir = '/var/lib/gb10-bench/model_sync'
         for n in streams:
             tries = []
-            for _ in range(repeat):
+            for unused_try in range(repeat):
                 clear(b, MODEL, state_dir)
                 wall, changed, events = role_run(inventory, n, state_dir)
                 pull = task_span(events, PULL_TASK)
@@ -275,7 +275,7 @@ def run(gib=4, file_mib=512, streams=(1, 4, 8), repeat=2):
                 ('openssl sha256', 'openssl dgst -sha256 -r', 'the same with openssl\'s SHA-256')):
             add('%s x%d on B' % (tool, max(streams)), 'cpu',
                 [timed(b, 'cd %s && find . -type f -print0 | xargs -0 -n 4 -P %d %s >/dev/null'
-                       % (MODEL, max(streams), command)) for _ in range(repeat)],
+                       % (MODEL, max(streams), command)) for unused_try in range(repeat)],
                 'reads and hashes every file: ' + note)
     link = max(r['mb_s'] for r in rows if r['kind'] == 'link')
     for row in rows:
