@@ -49,7 +49,8 @@ case "$cmd" in
       recomputed=true
     fi
     files=$(wc -l <"$state.sha256")
-    bytes=$(cd "$dir" && find . -type f ! -name '.gb10-*' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
+    # printf "%.0f": mawk (Debian's default awk) prints sums of 2^31 and more as 4.29497e+09.
+    bytes=$(cd "$dir" && find . -type f ! -name '.gb10-*' -printf '%s\n' | awk '{s+=$1} END {printf "%.0f\n", s}')
     printf '{"digest": "%s", "files": %d, "bytes": %d, "recomputed": %s}\n' \
       "$(manifest_digest "$state")" "$files" "$bytes" "$recomputed"
     ;;
