@@ -14,7 +14,7 @@ data); then, each into an empty directory on host B:
 MB/s is 10^6 bytes per second of the model's bytes; each figure is the best of --repeat tries
 (other jobs share the machine; every try is in the JSON). iperf3 comes from Debian's package (apt-get
 download on the controller, installed into the hosts with dpkg); without it the TCP copy is the
-link figure. gawk is installed the same way (GAWK_PACKAGES says why)."""
+link figure."""
 import json
 import os
 import shutil
@@ -33,12 +33,6 @@ COPY = '/srv/copy'
 PULL_TASK = 'Pull, verify every checksum, re-fetch mismatches, mark verified'
 MANIFEST_TASK = 'Manifest of the model on the source (sizes and SHA-256; reused while no file changes)'
 IPERF_PACKAGES = ('iperf3', 'libiperf0', 'libsctp1')
-# model_sync's helper sums the model's bytes with awk; Debian's default awk (mawk) prints a sum of
-# 2^31 or more as e.g. 4.29497e+09, the helper's printf then fails and so does the role, for any
-# model of 2 GiB or more. gawk prints it whole; it becomes /usr/bin/awk when installed. Until the
-# helper is fixed, the benchmark installs it so that a multi-GB copy can be measured at all.
-GAWK_PACKAGES = ('gawk', 'libmpfr6', 'libsigsegv2')
-MAWK_LIMIT = 2 ** 31
 IPERF_SECONDS = 10
 RSYNC_PORT = 8731  # not model_sync's 8730: the role starts its own daemon there
 NC_PORT = 5202
@@ -95,7 +89,7 @@ def install_debs(container, debs):
     target = '/tmp/gb10-bench-debs/%s' % os.path.basename(debs)
     sh(container, 'mkdir -p %s' % target)
     subprocess.run(['docker', 'cp', debs + '/.', '%s:%s' % (container.name, target)], check=True)
-    # Libraries first: gawk pre-depends on its libraries, dpkg -i does not order that for us.
+    # Libraries first: dpkg -i does not order pre-dependencies for us.
     sh(container, 'cd %s && dpkg -i lib*.deb >/dev/null && dpkg -i *.deb >/dev/null' % target)
 
 
@@ -198,11 +192,6 @@ def run(gib=4, file_mib=512, streams=(1, 4, 8), repeat=2):
     load_before = os.getloadavg()
     free = check_disk(client, gib)
     debs = fetch_debs('iperf3', IPERF_PACKAGES)
-    gawk = fetch_debs('gawk', GAWK_PACKAGES)
-    if gawk is None and gib * GIB >= MAWK_LIMIT:
-        raise RuntimeError('--gib %s: model_sync needs gawk in the hosts for a model of 2 GiB or more '
-                           '(mawk prints the byte count as 2.14748e+09) and apt-get download gawk '
-                           'failed; use --gib 1.9 or fix the mirror.' % gib)
     rows = []
     with light_hosts(2) as (inventory, hosts):
         (name_a, ip_a), (name_b, ip_b) = hosts
@@ -219,10 +208,9 @@ def run(gib=4, file_mib=512, streams=(1, 4, 8), repeat=2):
                          'tries_s': [round(t, 2) for t in tries], 'note': note})
             return rows[-1]
 
-        for host in (a, b):
-            for deb_dir in (debs, gawk):
-                if deb_dir:
-                    install_debs(host, deb_dir)
+        if debs:
+            for host in (a, b):
+                install_debs(host, debs)
         if debs:
             for n in sorted({1, max(streams)}):
                 rates = [iperf3(a, b, ip_b, n) for unused_try in range(repeat)]
