@@ -15,17 +15,41 @@ listing_digest() {
 
 manifest_digest() { sha256sum "$1.sha256" | cut -c1-64; }
 
-checksum_all() {  # DIR STREAMS -> sha256sum lines for every file, sorted by path
+# SHA-256 through python3's hashlib (OpenSSL: SHA extensions on Grace's Neoverse V2 and on x86),
+# not coreutils' sha256sum, which was 5.7x slower on the same files and made hashing, not the
+# link, the bottleneck of the copy (BENCHMARKS.md). python3 is on every node for Ansible. Same
+# line formats as sha256sum and `sha256sum -c --quiet`.
+SHA256_PY='
+import hashlib, sys
+def digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+'
+
+checksum_all() {  # DIR STREAMS -> "<sha256>  ./path" lines for every file, sorted by path
   (cd "$1" && find . -type f ! -name '.gb10-*' -print0 | LC_ALL=C sort -z \
-    | xargs -0 -r -n 4 -P "$2" sha256sum) | LC_ALL=C sort -k2
+    | xargs -0 -r -n 4 -P "$2" python3 -c "$SHA256_PY"'
+for path in sys.argv[1:]:
+    print("%s  %s" % (digest(path), path))') | LC_ALL=C sort -k2
 }
 
-verify() {  # DIR STATE STREAMS -> prints the paths that fail their checksum, one a line
+verify() {  # DIR STATE STREAMS -> "./path: FAILED" for each file that fails its checksum
   local dir=$1 state=$2 streams=$3 part
   rm -f "$state".part.*
   split -n "r/$streams" "$state.sha256" "$state.part."
   for part in "$state".part.*; do
-    (cd "$dir" && sha256sum -c --quiet "$part" 2>/dev/null || true) &
+    (cd "$dir" && python3 -c "$SHA256_PY"'
+for line in open(sys.argv[1]):
+    want, path = line.rstrip("\n").split("  ", 1)
+    try:
+        ok = digest(path) == want
+    except OSError:
+        ok = False
+    if not ok:
+        print("%s: FAILED" % path)' "$part" || true) &
   done
   wait
   rm -f "$state".part.*
