@@ -274,6 +274,7 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
         message = dict((task, msg) for unused_host, task, msg in refused.failures())[
             "Say why the download failed (the token never appears)"]
         assert "gb10_hf_token" in message and repo in message, message
+        assert "401" in message or "GatedRepo" in message or "Invalid credentials" in message, message
 
         fetched = run_playbook(playbook, sim_cluster.inventory, timeout=600, extravars={"gb10_hf_token": token})
 
