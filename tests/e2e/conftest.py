@@ -15,7 +15,8 @@ The cluster is made fresh (host containers recreated, their engines emptied) the
 the session that a module asks for it; when a later module asks for another size, hosts are added
 (fresh) or removed and the others are left as they are. The volumes that cache the serving image
 in each host's engine are kept. At the end of the session the host containers are removed
-(GB10_SIM_KEEP=1 leaves them up to look at; `scripts/sim.sh down` removes everything).
+(GB10_SIM_KEEP=1 leaves them up to look at, GB10_SIM_REUSE=1 starts the next session from them;
+`scripts/sim.sh down` removes everything).
 """
 
 import importlib.util
@@ -174,7 +175,9 @@ class _Manager:
         size after that adds or removes hosts and leaves the others as they are."""
         if fresh or self.size is None or self.size != count:
             t0 = time.monotonic()
-            fresh = fresh or self.size is None
+            # GB10_SIM_REUSE=1 takes the hosts as an earlier session left them (GB10_SIM_KEEP=1),
+            # to re-run one module while working on it; CI always starts fresh.
+            fresh = fresh or (self.size is None and os.environ.get("GB10_SIM_REUSE") != "1")
             self.state = self.cluster.up(count, fresh=fresh)
             self.size = count
             sys.stderr.write("e2e: %s %d-host simulated cluster in %.0f s\n"
