@@ -223,7 +223,8 @@ class Cluster:
     def _put_model(self, container, model_dir, model_path):
         tar = subprocess.Popen(["tar", "-C", model_dir, "--exclude", ".complete", "-c", "."], stdout=subprocess.PIPE)
         p = subprocess.run(["docker", "exec", "-i", container.name, "sh", "-c",
-                            'rm -rf "$1" && mkdir -p "$1" && tar -C "$1" -x', "sh", model_path],
+                            'rm -rf "$1" && mkdir -p "$1" && tar -C "$1" -x && echo "$2" > "$1/.gb10-sim-model"',
+                            "sh", model_path, os.path.basename(model_dir)],
                            stdin=tar.stdout, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
         tar.stdout.close()
         if tar.wait() != 0 or p.returncode != 0:
@@ -265,8 +266,11 @@ class Cluster:
                 # The engine's volume outlives the host container: clear what earlier runs started.
                 self._exec(c, ["sh", "-c", "docker ps -aq | xargs -r docker rm -f >/dev/null"])
             self._ship_image(c, serving_image, image_name)
+            # The head gets the model when it lacks this build of it (the marker names the build;
+            # model_sync's manifests skip .gb10-* files).
             if name == HOSTS[0][0] and (created or self._exec(
-                    c, ["test", "-f", os.path.join(model_path, "config.json")], check=False)[0] != 0):
+                    c, ["sh", "-c", '[ "$(cat "$1/.gb10-sim-model" 2>/dev/null)" = "$2" ]', "sh", model_path,
+                        os.path.basename(model_dir)], check=False)[0] != 0):
                 self._put_model(c, model_dir, model_path)
             hosts.append({"name": name, "ip": ip})
         state = {

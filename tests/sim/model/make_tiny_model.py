@@ -30,7 +30,10 @@ SHAPE = {
     "vocab_size": 768,
     "num_hidden_layers": 2,
 }
-SPECIAL = ["<|begin|>", "<|end|>", "<|pad|>", "<|system|>", "<|user|>", "<|assistant|>"]
+# The last four are the think markers of the reasoning parsers the profiles name: vLLM's
+# minimax_m3 and deepseek_v4 parsers refuse a tokenizer without them as single tokens.
+SPECIAL = ["<|begin|>", "<|end|>", "<|pad|>", "<|system|>", "<|user|>", "<|assistant|>",
+           "<think>", "</think>", "<mm:think>", "</mm:think>"]
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
     "{% for message in messages %}"
