@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 from .conftest import sim
-from .test_2_deploy import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, engine_process,
-                            on_host)
+from .test_2_deploy import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, container_id,
+                            engine_process, on_host)
 
 SYNC_PLAY = "Sync the model over the cluster link (M3)"
 WAIT_TASK = "Wait for /health, showing progress (V7)"
@@ -301,10 +301,16 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
 
 def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, run_playbook):
     head = sim_cluster.head
+    ray_before = {h: container_id(h, HEAD if h == head else WORKER) for h in sim_cluster.hosts}
+    engine_before = engine_process(head)
     # A new API key is a new launch (the engine must restart); 20 s is far too short for it.
     result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800,
                           extravars={"gb10_api_key": "e2e-readiness-timeout-key",
                                      "vllm_serve_readiness_timeout_s": 20})
+
+    # A changed launch restarts exactly what it must (O2): the engine, not the Ray containers.
+    assert {h: container_id(h, HEAD if h == head else WORKER) for h in sim_cluster.hosts} == ray_before
+    assert engine_process(head)[:2] != engine_before[:2]
 
     assert result.status == "failed", result
     failed = {(host, task) for host, task, unused_msg in result.failures()}
