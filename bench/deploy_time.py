@@ -34,12 +34,15 @@ TARGETS = {
 
 
 def slowest_tasks(events, count=5):
-    """The `count` longest tasks of a run as (task, seconds): a task's wall time over all hosts."""
+    """The `count` longest tasks of a run as (task, seconds): a task's wall time over all hosts.
+    A task file included in two plays (vllm_serve's probe.yml) is two tasks: each is timed on its
+    own (by task uuid), not from the first play's start to the second's end."""
     spans = {}
     for run in task_runs(events):
-        first, last = spans.get(run['task'], (run['start'], run['end']))
-        spans[run['task']] = (min(first, run['start']), max(last, run['end']))
-    timed = sorted(((name, (end - start).total_seconds()) for name, (start, end) in spans.items()),
+        key = run['task_uuid'] or (run['play'], run['task'])
+        name, first, last = spans.get(key, (run['task'], run['start'], run['end']))
+        spans[key] = (name, min(first, run['start']), max(last, run['end']))
+    timed = sorted(((name, (end - start).total_seconds()) for name, start, end in spans.values()),
                    key=lambda item: -item[1])
     return [(name, round(seconds, 1)) for name, seconds in timed[:count]]
 

@@ -18,8 +18,8 @@ def _when(value):
 
 
 def task_runs(events):
-    """One dict per task finished on a host, in event order: task, role, host, status, start,
-    end (datetimes) and seconds. Events without timing data are left out."""
+    """One dict per task finished on a host, in event order: task, role, play, task_uuid, host,
+    status, start, end (datetimes) and seconds. Events without timing data are left out."""
     runs = []
     for event in events:
         status = FINISHED.get(event.get('event'))
@@ -28,6 +28,7 @@ def task_runs(events):
             continue
         start, end = _when(data['start']), _when(data['end'])
         runs.append({'task': data.get('task', ''), 'role': data.get('role', ''),
+                     'play': data.get('play', ''), 'task_uuid': data.get('task_uuid', ''),
                      'host': data.get('host', ''), 'status': status, 'start': start,
                      'end': end, 'seconds': (end - start).total_seconds(),
                      'res': data.get('res') or {}})
