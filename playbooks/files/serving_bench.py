@@ -23,17 +23,20 @@ WORDS = ('spark grace blackwell unified memory tensor parallel rank nccl roce gl
 
 
 async def calibrated_prompt(client, model, target_tokens, seed):
-    """A prompt of about target_tokens tokens, measured by the server's own tokenizer."""
+    """A prompt of about target_tokens tokens, measured by the server's own tokenizer. The first
+    probe is an eighth of the words, so that a tokenizer that splits each word into several tokens
+    (the simulation's tiny one does) cannot overrun the served context; then the word count is
+    scaled by the tokens per word the server counted."""
     rng = random.Random(seed)
-    words = [rng.choice(WORDS) for unused in range(target_tokens)]
-    for unused_round in range(4):  # bounded: converges in one or two rounds
+    words = [rng.choice(WORDS) for unused in range(max(1, target_tokens // 8))]
+    for unused_round in range(5):  # bounded: converges in two or three rounds
         text = ' '.join(words)
         probe = await client.completions.create(model=model, prompt=text, max_tokens=1)
         have = probe.usage.prompt_tokens
         if abs(have - target_tokens) <= max(8, target_tokens // 100):
             return text, have
-        words = words[:max(1, int(len(words) * target_tokens / have))] if have > target_tokens \
-            else words + [rng.choice(WORDS) for unused in range(target_tokens - have)]
+        want = max(1, int(len(words) * target_tokens / have))
+        words = words[:want] if want <= len(words) else words + [rng.choice(WORDS) for unused in range(want - len(words))]
     return ' '.join(words), have
 
 
