@@ -4,7 +4,8 @@
 """Serving benchmark against an OpenAI-compatible endpoint (run by playbooks/benchmark.yml).
 
 Shape of the field reports: prompts of PREFILL tokens, GENERATE tokens out (ignore_eos, so every
-request produces exactly that many), at each concurrency level. Streams every response to time
+request produces exactly that many), at each concurrency level; every request's prompt starts with
+a word of its own, so that the prefix cache cannot serve it. Streams every response to time
 the first token. Uses the `openai` client from PyPI. Bounded: each level sends
 `requests_per_level` requests, each with a timeout. Writes JSON and prints a table.
 """
@@ -67,8 +68,12 @@ async def level(client, model, prompts, generate, concurrency, total):
     gate = asyncio.Semaphore(concurrency)
 
     async def gated(i):
+        # A word of its own in front of each request's prompt: the server's prefix cache (V9)
+        # already holds every calibrated prompt, and a hit would time a cache lookup, not a
+        # prefill of the whole prompt.
+        prompt = 'run%d.%d %s' % (concurrency, i, prompts[i % len(prompts)])
         async with gate:
-            return await one_request(client, model, prompts[i % len(prompts)], generate)
+            return await one_request(client, model, prompt, generate)
 
     start = time.perf_counter()
     results = await asyncio.gather(*(gated(i) for i in range(total)))
