@@ -96,10 +96,9 @@ async def main(args):
     client = openai.AsyncOpenAI(base_url=args.base_url, api_key=args.api_key or 'none',
                                 timeout=args.timeout, max_retries=0)
     model = args.model or (await client.models.list()).data[0].id
-    prompts = []
-    for seed in range(max(args.concurrency)):
-        prompts.append((await calibrated_prompt(client, model, args.prefill, seed))[0])
-    unused_text, measured = await calibrated_prompt(client, model, args.prefill, 0)
+    calibrated = [await calibrated_prompt(client, model, args.prefill, seed) for seed in range(max(args.concurrency))]
+    prompts = [text for text, unused_tokens in calibrated]
+    measured = calibrated[0][1]
     await one_request(client, model, prompts[0], 8)  # warm-up, not reported
     rows = []
     for concurrency in args.concurrency:
