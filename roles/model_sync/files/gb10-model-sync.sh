@@ -30,29 +30,81 @@ def digest(path):
 '
 
 checksum_all() {  # DIR STREAMS -> "<sha256>  ./path" lines for every file, sorted by path
-  (cd "$1" && find . -type f ! -name '.gb10-*' -print0 | LC_ALL=C sort -z \
-    | xargs -0 -r -n 4 -P "$2" python3 -c "$SHA256_PY"'
-for path in sys.argv[1:]:
-    print("%s  %s" % (digest(path), path))') | LC_ALL=C sort -k2
+  # One python3 per stream on its share of the files, each writing a file of its own: processes
+  # that share one pipe can interleave their output mid-line (xargs -P did, on a model of 150
+  # files: a manifest with glued and empty lines). Returns non-zero if a file could not be read.
+  local part pid rc=0
+  rm -f "$state".hash.*
+  (cd "$1" && find . -type f ! -name '.gb10-*' | LC_ALL=C sort) | split -n "r/$2" - "$state.hash."
+  for part in "$state".hash.*; do
+    [ -s "$part" ] || continue
+    (cd "$1" && python3 -c "$SHA256_PY"'
+for line in open(sys.argv[1]):
+    path = line.rstrip("\n")
+    print("%s  %s" % (digest(path), path))' "$part") >"$part.sums" &
+  done
+  for pid in $(jobs -p); do wait "$pid" || rc=$?; done
+  [ "$rc" -ne 0 ] || cat "$state".hash.*.sums | LC_ALL=C sort -k2
+  rm -f "$state".hash.*
+  return "$rc"
 }
 
-verify() {  # DIR STATE STREAMS -> "./path: FAILED" for each file that fails its checksum
-  local dir=$1 state=$2 streams=$3 part
-  rm -f "$state".part.*
-  split -n "r/$streams" "$state.sha256" "$state.part."
-  for part in "$state".part.*; do
-    (cd "$dir" && python3 -c "$SHA256_PY"'
+# Reads one stream's rsync log ("<bytes> <path>" per file, written when the file's data is in, then
+# "exit <rsync's status>") and checks that stream's files against their manifest lines (argv[1])
+# while rsync goes on with the next file, so the pull costs about max(transfer, hash), not their sum
+# (BENCHMARKS.md). rsync logs a file before it renames it into place, and one receiver process
+# handles one file at a time: a file is complete once rsync logs the next one, or has exited.
+# Files rsync did not need to send (same size and mtime) are checked after it exits. Prints the
+# path of each file that fails; exits with rsync's status.
+VERIFY_STREAM_PY='
+want = {}
 for line in open(sys.argv[1]):
-    want, path = line.rstrip("\n").split("  ", 1)
+    checksum, path = line.rstrip("\n").split("  ", 1)
+    want[path[2:]] = checksum
+result = {}
+def check(path):
     try:
-        ok = digest(path) == want
+        result[path] = digest(path) == want[path]
     except OSError:
-        ok = False
-    if not ok:
-        print("%s: FAILED" % path)' "$part" || true) &
+        result[path] = False
+pending, status = None, 1
+for line in sys.stdin:
+    first, _, rest = line.rstrip("\n").partition(" ")
+    if first == "exit":
+        status = int(rest)
+    elif rest in want:
+        if pending:
+            check(pending)
+        pending = rest  # a resent file is checked again: the last result counts
+if status == 0:
+    if pending:
+        check(pending)
+    for path in want:
+        if path not in result:
+            check(path)
+    for path in sorted(p for p, ok in result.items() if not ok):
+        print(path)
+sys.exit(status)
+'
+
+fetch_verified() {  # MANIFEST (lines of STATE.sha256) -> path of each file that fails its checksum
+  # One rsync per stream, each on its share of the files: one TCP stream does not fill the link
+  # (M3: rsync alone saw 370 MB/s). --partial keeps an interrupted file so the next run resumes
+  # it with rsync's delta transfer instead of starting over. Returns non-zero if an rsync failed.
+  local part pid rc=0
+  rm -f "$state".stream.*
+  split -n "r/$streams" "$1" "$state.stream."
+  for part in "$state".stream.*; do
+    [ -s "$part" ] || continue
+    sed -E 's/^[0-9a-f]{64}  \.\///' "$part" >"$part.files"
+    { rsync -a --partial --out-format='%b %n' --files-from="$part.files" "$url/" "$dir/" \
+        && echo "exit 0" || echo "exit $?"; } \
+      | (cd "$dir" && python3 -c "$SHA256_PY$VERIFY_STREAM_PY" "$part") >"$part.failed" &
   done
-  wait
-  rm -f "$state".part.*
+  for pid in $(jobs -p); do wait "$pid" || rc=$?; done
+  [ "$rc" -ne 0 ] || cat "$state".stream.*.failed
+  rm -f "$state".stream.*
+  return "$rc"
 }
 
 cmd=$1
@@ -67,7 +119,8 @@ case "$cmd" in
     listing=$(listing_digest "$dir")
     recomputed=false
     if [ ! -f "$state.sha256" ] || [ "$(cat "$state.listing" 2>/dev/null)" != "$listing" ]; then
-      checksum_all "$dir" "$streams" >"$state.sha256.tmp"
+      checksum_all "$dir" "$streams" >"$state.sha256.tmp" \
+        || { echo "{\"failed\": true, \"msg\": \"could not read every file under $dir, see stderr\"}"; exit 1; }
       mv "$state.sha256.tmp" "$state.sha256"
       echo "$listing" >"$state.listing"
       recomputed=true
@@ -100,39 +153,23 @@ case "$cmd" in
     fi
     rm -f "$state.verified"  # an interrupted pull must not look complete
     start=$(date +%s)
-    # One rsync per stream, each on its share of the files: one TCP stream does not fill the
-    # link (M3: rsync alone saw 370 MB/s). --partial keeps an interrupted file so the next run
-    # resumes it with rsync's delta transfer instead of starting over.
-    rsync_streams() {  # LISTFILE (paths relative to the module)
-      local part rc=0
-      rm -f "$state".files.*
-      split -n "r/$streams" "$1" "$state.files."
-      for part in "$state".files.*; do
-        [ -s "$part" ] || continue
-        rsync -a --partial --files-from="$part" "$url/" "$dir/" &
-      done
-      for part in $(jobs -p); do wait "$part" || rc=$?; done
-      rm -f "$state".files.*
-      return "$rc"
-    }
-    sed -E 's/^[0-9a-f]{64}  \.\///' "$state.sha256" >"$state.all"
-    rsync_streams "$state.all" || { echo '{"failed": true, "msg": "rsync failed, see stderr"}'; exit 1; }
-    bad=$(verify "$dir" "$state" "$streams" | sed -nE 's/^\.\/(.*): FAILED.*$/\1/p')
-    repaired=0
-    if [ -n "$bad" ]; then
+    fetch_verified "$state.sha256" >"$state.bad" \
+      || { echo '{"failed": true, "msg": "rsync failed, see stderr"}'; exit 1; }
+    repaired=$(wc -l <"$state.bad")
+    if [ "$repaired" -gt 0 ]; then
       # Same size and mtime but other content: rsync's quick check keeps such a file, so drop
       # it and fetch it whole.
-      printf '%s\n' "$bad" >"$state.bad"
-      repaired=$(wc -l <"$state.bad")
       (cd "$dir" && xargs -d '\n' rm -f -- <"$state.bad")
-      rsync_streams "$state.bad" || { echo '{"failed": true, "msg": "rsync failed, see stderr"}'; exit 1; }
-      bad=$(verify "$dir" "$state" "$streams" | sed -nE 's/^\.\/(.*): FAILED.*$/\1/p')
-      if [ -n "$bad" ]; then
-        printf '{"failed": true, "msg": "checksum mismatch after a second copy: %s"}\n' "$(echo "$bad" | head -n 3 | tr '\n' ' ')"
+      awk 'NR == FNR { bad["./" $0] = 1; next } substr($0, 67) in bad' "$state.bad" "$state.sha256" \
+        >"$state.bad.sha256"
+      fetch_verified "$state.bad.sha256" >"$state.bad" \
+        || { echo '{"failed": true, "msg": "rsync failed, see stderr"}'; exit 1; }
+      if [ -s "$state.bad" ]; then
+        printf '{"failed": true, "msg": "checksum mismatch after a second copy: %s"}\n' "$(head -n 3 "$state.bad" | tr '\n' ' ')"
         exit 1
       fi
     fi
-    rm -f "$state.all" "$state.bad"
+    rm -f "$state.bad" "$state.bad.sha256"
     echo "$(manifest_digest "$state") $(listing_digest "$dir")" >"$state.verified"
     printf '{"seconds": %d, "repaired": %d}\n' "$(( $(date +%s) - start ))" "$repaired"
     ;;
