@@ -2,18 +2,20 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """python -m bench NAME [options] [--json FILE]: run a benchmark, print a Markdown table, write
 the raw numbers as JSON (default tests/output/bench/<name>.json). Names:
-controller-scaling (light hosts), copy-throughput (two light hosts), deploy-time (takes the
-simulated cluster: run it only when nobody else uses it)."""
+controller-scaling (light hosts), copy-throughput (two light hosts), copy-local (model_sync's
+pull on this machine over loopback: no Docker, for a machine with many cores), deploy-time (takes
+the simulated cluster: run it only when nobody else uses it)."""
 import argparse
 import importlib
 import json
 import os
 import sys
 
-from bench.hosts import OUT
-
+# Not bench.hosts.OUT: that module needs the Docker SDK, which copy-local does without.
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tests', 'output', 'bench')
 MODULES = {
     'controller-scaling': 'bench.controller_scaling',
+    'copy-local': 'bench.copy_local',
     'copy-throughput': 'bench.copy_throughput',
     'deploy-time': 'bench.deploy_time',
 }
@@ -26,11 +28,11 @@ def main(argv=None):
     parser.add_argument('--sizes', type=int, nargs='+', default=[2, 4, 8, 16],
                         help='controller-scaling: host counts (default 2 4 8 16)')
     parser.add_argument('--gib', type=float, default=4,
-                        help='copy-throughput: model size in GiB (default 4)')
+                        help='copy-throughput, copy-local: model size in GiB (default 4)')
     parser.add_argument('--file-mib', type=int, default=512,
-                        help='copy-throughput: size of each model file in MiB (default 512)')
+                        help='copy-throughput, copy-local: size of each model file in MiB (default 512)')
     parser.add_argument('--streams', type=int, nargs='+', default=[1, 4, 8],
-                        help='copy-throughput: model_sync_streams values (default 1 4 8)')
+                        help='copy-throughput, copy-local: model_sync_streams values (default 1 4 8)')
     parser.add_argument('--repeat', type=int, default=2,
                         help='controller-scaling, copy-throughput: tries per figure (no-op re-runs, '
                         'copies), the best counts (default 2)')
@@ -40,7 +42,7 @@ def main(argv=None):
     bench = importlib.import_module(MODULES[args.name])
     if args.name == 'controller-scaling':
         result = bench.run(tuple(args.sizes), args.repeat)
-    elif args.name == 'copy-throughput':
+    elif args.name in ('copy-throughput', 'copy-local'):
         result = bench.run(args.gib, args.file_mib, tuple(args.streams), args.repeat)
     else:
         result = bench.run(tuple(args.nodes))

@@ -61,7 +61,7 @@ def draw(scaling, copy, out):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='python -m bench.plot', description=__doc__)
     parser.add_argument('--scaling', default=os.path.join(DOCS, 'controller-scaling.json'))
-    parser.add_argument('--copy', default=os.path.join(DOCS, 'copy-throughput.json'))
+    parser.add_argument('--copy', default=os.path.join(DOCS, 'copy-throughput-overlap.json'))
     parser.add_argument('--out', default=os.path.join(DOCS, 'issue7.png'))
     args = parser.parse_args(argv)
     with open(args.scaling) as handle:
