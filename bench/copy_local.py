@@ -25,6 +25,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HELPER = os.path.join(TOP, 'roles', 'model_sync', 'files', 'gb10-model-sync.sh')
 GIB = 1024 ** 3
 MIB = 1024 ** 2
+# The SHA-256 that the helper computes (python3 hashlib) over the files it is given.
 HASH_PY = '''
 import hashlib, sys
 for path in sys.argv[1:]:

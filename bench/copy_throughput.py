@@ -26,6 +26,7 @@ import time
 
 import docker
 
+from bench.copy_local import HASH_PY
 from bench.events import task_results, task_span
 from bench.hosts import OUT, TOP, light_hosts
 from bench.runner import changed_total, run_playbook
@@ -40,14 +41,6 @@ IPERF_SECONDS = 10
 RSYNC_PORT = 8731  # not model_sync's 8730: the role starts its own daemon there
 NC_PORT = 5202
 GIB = 1024 ** 3
-# The SHA-256 that roles/model_sync/files/gb10-model-sync.sh computes (python3 hashlib), per file.
-HASH_PY = '''
-import hashlib, sys
-h = hashlib.sha256()
-with open(sys.argv[1], 'rb') as f:
-    for block in iter(lambda: f.read(1 << 22), b''):
-        h.update(block)
-'''
 
 
 def sh(container, script, *args, detach=False):
