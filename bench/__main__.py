@@ -36,14 +36,18 @@ def main(argv=None):
     parser.add_argument('--repeat', type=int, default=2,
                         help='controller-scaling, copy-throughput: tries per figure (no-op re-runs, '
                         'copies), the best counts (default 2)')
+    parser.add_argument('--split-cpus', action='store_true',
+                        help='copy-local: source end on one half of the CPUs, pulling end on the other')
     parser.add_argument('--nodes', type=int, nargs='+', choices=[2, 3], default=[2, 3],
                         help='deploy-time: simulated cluster sizes (default 2 3)')
     args = parser.parse_args(argv)
     bench = importlib.import_module(MODULES[args.name])
     if args.name == 'controller-scaling':
         result = bench.run(tuple(args.sizes), args.repeat)
-    elif args.name in ('copy-throughput', 'copy-local'):
+    elif args.name == 'copy-throughput':
         result = bench.run(args.gib, args.file_mib, tuple(args.streams), args.repeat)
+    elif args.name == 'copy-local':
+        result = bench.run(args.gib, args.file_mib, tuple(args.streams), args.repeat, args.split_cpus)
     else:
         result = bench.run(tuple(args.nodes))
     os.makedirs(OUT, exist_ok=True)

@@ -26,7 +26,7 @@ import time
 
 import docker
 
-from bench.copy_local import HASH_PY
+from bench.copy_local import HASH_PY, RECEIVER, SENDER
 from bench.events import task_results, task_span
 from bench.hosts import OUT, TOP, light_hosts
 from bench.runner import changed_total, run_playbook
@@ -134,29 +134,6 @@ def wait_listening(container, port, seconds=10):
             return
         time.sleep(0.2)
     raise RuntimeError('%s: nothing listens on port %d after %d s' % (container.name, port, seconds))
-
-
-SENDER = """
-import os, socket, sys
-server = socket.create_server((sys.argv[1], int(sys.argv[2])))
-conn, unused = server.accept()
-for root, unused, names in os.walk(sys.argv[3]):
-    for name in sorted(names):
-        with open(os.path.join(root, name), 'rb') as handle:
-            conn.sendfile(handle)
-conn.close()
-"""
-RECEIVER = """
-import socket, sys
-conn = socket.create_connection((sys.argv[1], int(sys.argv[2])))
-buf = memoryview(bytearray(4 << 20))
-with open(sys.argv[3], 'wb') as out:
-    while True:
-        n = conn.recv_into(buf)
-        if not n:
-            break
-        out.write(buf[:n])
-"""
 
 
 def tcp_copy(a, b, ip_a):
