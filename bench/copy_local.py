@@ -140,7 +140,8 @@ def run(gib=8, file_mib=512, streams=(4, 8), repeat=2, split_cpus=False):
     try:
         src, dst, state = (os.path.join(work, name) for name in ('src', 'dst', 'state'))
         files, total = make_model(src, gib, file_mib)
-        manifest_s = timed(*(source + ['bash', HELPER, 'manifest', src, state, str(max(streams))]), stdout=subprocess.DEVNULL)
+        manifest_s = timed(*(source + ['bash', HELPER, 'manifest', src, state, str(max(streams))]),
+                           stdout=subprocess.DEVNULL)
         port = free_port()
         conf = os.path.join(work, 'rsyncd.conf')
         with open(conf, 'w') as f:
@@ -216,8 +217,9 @@ def run(gib=8, file_mib=512, streams=(4, 8), repeat=2, split_cpus=False):
         link = max(row['mb_s'] for row in rows if row['method'].startswith('TCP x'))
         for row in rows:
             row['of_link'] = round(row['mb_s'] / link, 3)
-        return {'bytes': total, 'link_mb_s': link, 'split_cpus': [' '.join(p[2:]) for p in (source, pulling) if p], 'files': files, 'file_mib': file_mib, 'cpus': os.cpu_count(),
-                'manifest_s': round(manifest_s, 2), 'repeat': repeat, 'rows': rows}
+        return {'bytes': total, 'files': files, 'file_mib': file_mib, 'cpus': os.cpu_count(),
+                'split_cpus': [prefix[-1] for prefix in (source, pulling) if prefix],  # taskset's CPU lists
+                'link_mb_s': link, 'manifest_s': round(manifest_s, 2), 'repeat': repeat, 'rows': rows}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
