@@ -117,7 +117,8 @@ def tcp_streams(paths_per_stream, outs, source, pulling):
         start = time.monotonic()
         receivers = [subprocess.Popen(pulling + ['python3', '-c', RECEIVER, '127.0.0.1', str(port), out])
                      for (port, unused_sender), out in zip(senders, outs)]
-        if any([r.wait() for r in receivers]) or any(s.wait(timeout=60) for unused_port, s in senders):
+        exits = [r.wait() for r in receivers]  # every receiver, not only up to the first that failed
+        if any(exits) or any(s.wait(timeout=60) for unused_port, s in senders):
             raise RuntimeError('a TCP stream failed')
         return time.monotonic() - start
     finally:
