@@ -108,14 +108,14 @@ def _abs(path):
     return path if os.path.isabs(path) else os.path.join(TOP, path)
 
 
-def _run(name, timeout, **kwargs):
+def _run(name, timeout, envvars=None, **kwargs):
     ident = "%03d-%s" % (next(_run_ids), name)
     # One private data dir per run: ansible-runner keeps a run's cmdline (--check) in
     # <private>/env/cmdline, and a shared dir would carry it into every later run.
     private = os.path.join(_SESSION, "runner", ident)
     os.makedirs(private, exist_ok=True)
     runner = ansible_runner.run(
-        private_data_dir=private, ident=ident, project_dir=TOP, envvars=_runner_env(),
+        private_data_dir=private, ident=ident, project_dir=TOP, envvars=dict(_runner_env(), **(envvars or {})),
         quiet=True, timeout=timeout, **kwargs)
     return RunResult(runner, os.path.join(private, "artifacts", ident))
 
@@ -123,10 +123,10 @@ def _run(name, timeout, **kwargs):
 @pytest.fixture(scope="session")
 def run_playbook():
     """run_playbook(playbook, inventory, extravars=None, limit=None, check=False, timeout=3600,
-    event_handler=None)."""
+    event_handler=None, diff=False, envvars=None)."""
     def _run_playbook(playbook, inventory, extravars=None, limit=None, check=False, timeout=3600,
-                      event_handler=None):
-        kwargs = {"playbook": _abs(playbook), "inventory": _abs(inventory), "timeout": timeout}
+                      event_handler=None, diff=False, envvars=None):
+        kwargs = {"playbook": _abs(playbook), "inventory": _abs(inventory), "timeout": timeout, "envvars": envvars}
         if event_handler:
             # ansible-runner calls it with each event while the run goes on; it must return True
             # for the event to be kept.
@@ -135,8 +135,9 @@ def run_playbook():
             kwargs["extravars"] = extravars
         if limit:
             kwargs["limit"] = limit
-        if check:
-            kwargs["cmdline"] = "--check"
+        flags = (["--check"] if check else []) + (["--diff"] if diff else [])
+        if flags:
+            kwargs["cmdline"] = " ".join(flags)
         return _run(os.path.splitext(os.path.basename(playbook))[0], **kwargs)
     return _run_playbook
 

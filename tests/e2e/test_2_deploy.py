@@ -7,13 +7,19 @@ the endpoint, and a second run reports changed=0 and keeps the same containers a
 (O2).
 """
 
+import argparse
+import glob
 import json
 import os
+import shlex
 import subprocess
+import xml.etree.ElementTree as ET
 
 import openai
 import pytest
+import yaml
 
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOK = "playbooks/deploy-m27.yml"
 HEAD = "gb10-ray-head"
 WORKER = "gb10-ray-worker"
@@ -152,6 +158,63 @@ def findings(result):
 def test_drift_passes_on_the_deployed_cluster(sim_cluster, deployed, run_playbook):
     result = drift(run_playbook, sim_cluster)
     assert result.status == "successful", result
+
+
+def drift_job_commands(node, env=None):
+    """(command, environment) of each drift.yml run in a CI job file, with the environment the job
+    gives it (GitHub Actions: a step's env; GitLab CI: the job's variables)."""
+    env = dict(env or {})
+    if isinstance(node, dict):
+        env.update(node.get("env") or {})
+        env.update(node.get("variables") or {})
+        for value in node.values():
+            yield from drift_job_commands(value, env)
+    elif isinstance(node, list):
+        for value in node:
+            yield from drift_job_commands(value, env)
+    elif isinstance(node, str) and "ansible-playbook" in node and "drift.yml" in node:
+        yield node, env
+
+
+def ansible_playbook_args(command):
+    """The job's ansible-playbook arguments; an option this test does not know fails it, so a
+    changed job is looked at again."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("playbook")
+    parser.add_argument("-i", dest="inventory", required=True)
+    parser.add_argument("-e", dest="extra", action="append", default=[])
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--diff", action="store_true")
+    argv = shlex.split(command)
+    assert os.path.basename(argv[0]) == "ansible-playbook", command
+    args, unknown = parser.parse_known_args(argv[1:])
+    assert not unknown, "%s: options this test does not know: %s" % (command, unknown)
+    return args
+
+
+@pytest.mark.parametrize("job", sorted(glob.glob(os.path.join(TOP, "docs", "ci", "*.yml"))), ids=os.path.basename)
+def test_the_documented_ci_drift_job_passes_on_the_deployed_cluster(sim_cluster, deployed, run_playbook, tmp_path, job):
+    # docs/ci/ is what users copy into their CI: its command must run as written, with the
+    # inventory of the Sparks swapped for the simulated one, and publish the report it writes.
+    with open(job) as f:
+        text = f.read()
+    commands = list(drift_job_commands(yaml.safe_load(text)))
+    assert len(commands) == 1, commands
+    command, env = commands[0]
+    args = ansible_playbook_args(command)
+    assert os.path.isfile(os.path.join(TOP, args.inventory)), args.inventory
+    report_dir = env["GB10_DRIFT_REPORT_DIR"]
+    published = "%s/drift-report.xml" % os.path.basename(report_dir)
+    assert published in text, "the job must publish %s, where the callback writes its JUnit report" % published
+
+    result = run_playbook(args.playbook, sim_cluster.inventory, check=args.check, diff=args.diff, timeout=900,
+                          extravars=dict(kv.split("=", 1) for kv in args.extra),
+                          envvars=dict(env, GB10_DRIFT_REPORT_DIR=str(tmp_path)))
+
+    assert result.status == "successful", result
+    cases = list(ET.parse(os.path.join(str(tmp_path), "drift-report.xml")).getroot().iter("testcase"))
+    assert set(sim_cluster.hosts) <= {case.get("classname") for case in cases}, cases
+    assert not [case for case in cases if case.find("failure") is not None]
 
 
 def test_drift_names_an_override_file_that_came_back(sim_cluster, deployed, run_playbook):
