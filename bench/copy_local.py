@@ -167,7 +167,7 @@ def run(gib=8, file_mib=512, streams=(4, 8), repeat=2, split_cpus=False):
                 time.sleep(0.1)
             for n in sorted({1, max(streams)}):
                 shares = [[os.path.join(src, name) for name in names[k::n]] for k in range(n)]
-                link = [tcp_streams(shares, [os.devnull] * n, source, pulling) for unused_try in range(repeat)]
+                to_memory = [tcp_streams(shares, [os.devnull] * n, source, pulling) for unused_try in range(repeat)]
                 copy = []
                 for unused_try in range(repeat):
                     shutil.rmtree(dst, ignore_errors=True)
@@ -176,7 +176,7 @@ def run(gib=8, file_mib=512, streams=(4, 8), repeat=2, split_cpus=False):
                     copy.append(tcp_streams(shares, blobs, source, pulling))
                     if sum(os.path.getsize(blob) for blob in blobs) != total:
                         raise RuntimeError('TCP copy x%d: not every byte arrived' % n)
-                add('TCP x%d' % n, n, link)
+                add('TCP x%d' % n, n, to_memory)
                 add('TCP copy x%d' % n, n, copy)
             for n in streams:
                 lists = []
