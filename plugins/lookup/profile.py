@@ -21,6 +21,8 @@ description:
     device flags and sizes; any other key is refused. The CPU simulation uses the overlay
     C(sim-cpu).
   - Errors name the profile, the field and the fix, e.g. an unknown profile lists the known ones.
+  - The profile and the overlay are names (letters, digits, C(.), C(_), C(-)), never paths: a name
+    with a separator or C(..) is refused with the known names before any file is read.
 options:
   _terms:
     description: Name of the profile (file name without C(.yml)). Exactly one.
@@ -59,7 +61,7 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.gb10.serving.plugins.module_utils.profile import ProfileError, load
+from ansible_collections.gb10.serving.plugins.module_utils.profile import ProfileError, check_name, load
 
 try:
     import yaml
@@ -99,12 +101,20 @@ class LookupModule(LookupBase):
                                'Set gb10_profile (the deploy playbooks do).' % (terms,))
         profiles_dir = os.path.normpath(self.get_option('profiles_dir') or DEFAULT_DIR)
         overlay_name = self.get_option('overlay') or ''
+        overlays_dir = os.path.join(profiles_dir, 'overlays')
+        known = sorted(e[:-4] for e in os.listdir(overlays_dir) if e.endswith('.yml')) if os.path.isdir(overlays_dir) else []
         overlay = None
+        try:
+            # Names, never paths: '../minimax-m3-nvfp4' must not read a file outside the folder.
+            check_name(terms[0], [e[:-4] for e in os.listdir(profiles_dir) if e.endswith('.yml')]
+                       if os.path.isdir(profiles_dir) else [], 'profile')
+            if overlay_name:
+                check_name(overlay_name, known, 'overlay')
+        except ProfileError as exc:
+            raise AnsibleError(to_native(exc))
         if overlay_name:
-            overlay_path = os.path.join(profiles_dir, 'overlays', overlay_name + '.yml')
+            overlay_path = os.path.join(overlays_dir, overlay_name + '.yml')
             if not os.path.isfile(overlay_path):
-                known = sorted(e[:-4] for e in os.listdir(os.path.join(profiles_dir, 'overlays'))
-                               if e.endswith('.yml')) if os.path.isdir(os.path.join(profiles_dir, 'overlays')) else []
                 raise AnsibleError('unknown profile overlay %r (gb10_profile_overlay): no %s. Known: %s; '
                                    'leave it empty on real Sparks.'
                                    % (overlay_name, overlay_path, ', '.join(known) or '(none)'))

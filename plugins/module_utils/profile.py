@@ -42,6 +42,27 @@ class ProfileError(Exception):
     """A profile or overlay is malformed; the message names the file, the field and the fix."""
 
 
+# A profile or overlay name is a file name without .yml in profiles/ or profiles/overlays/: letters,
+# digits, '.', '_' and '-', never a path (no separator, no '..', no leading dot).
+NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*$')
+NAME_VARIABLES = {'profile': ('gb10_profile', 'profiles/'), 'overlay': ('gb10_profile_overlay', 'profiles/overlays/')}
+
+
+def check_name(name, known, kind='profile'):
+    """Refuse a profile or overlay name that is not a plain name (a path such as
+    '../minimax-m3-nvfp4' would read a file outside its folder), before any file is opened.
+    known: the names there are; kind: 'profile' or 'overlay'."""
+    variable, folder = NAME_VARIABLES[kind]
+    text = name if isinstance(name, str) else str(name)
+    if NAME.match(text) and '..' not in text:
+        return text
+    raise ProfileError(
+        '%s %r (%s) is not a name: it must be the name of a file in %s without .yml (letters, '
+        'digits, ".", "_", "-"; no "/", "\\" or ".."), never a path. Fix: set %s to one of %s.%s'
+        % ('profile overlay' if kind == 'overlay' else 'profile', text, variable, folder, variable,
+           ', '.join(sorted(known)) or '(none)', ' Leave it empty on real Sparks.' if kind == 'overlay' else ''))
+
+
 def merge_overlay(profile, overlay, overlay_name='overlay'):
     """Return a deep copy of profile with overlay merged in.
 
@@ -217,6 +238,7 @@ def _validate_why(profile, source):
 
 def load(name, profiles, overlay=None, overlay_name=None):
     """Merge and validate. profiles: {name: dict} read from profiles/; overlay: dict or None."""
+    check_name(name, profiles, 'profile')
     if name not in profiles:
         raise ProfileError(
             'unknown profile %r: set gb10_profile to one of %s (files in profiles/*.yml)'

@@ -132,3 +132,27 @@ def test_null_in_overlay_deletes_and_dicts_merge():
 
 def test_overlay_file_is_limited_to_the_allowed_keys():
     assert set(SIM) <= set(P.OVERLAY_KEYS)
+
+
+@pytest.mark.parametrize('name', ['../minimax-m3-nvfp4', 'overlays/sim-cpu', '/etc/passwd', '..', '.hidden',
+                                  'a\\b', 'minimax-m27-nvfp4/../minimax-m3-nvfp4', ''])
+def test_a_profile_name_that_is_a_path_is_refused_with_the_known_names(name):
+    with pytest.raises(P.ProfileError) as err:
+        P.load(name, RAW)
+    message = str(err.value)
+    assert 'is not a name' in message and '(gb10_profile)' in message, message
+    assert 'minimax-m27-nvfp4' in message and 'minimax-m3-nvfp4' in message, message
+
+
+@pytest.mark.parametrize('name', ['../minimax-m3-nvfp4', 'sub/sim-cpu', '..'])
+def test_an_overlay_name_that_is_a_path_is_refused_with_the_known_names(name):
+    with pytest.raises(P.ProfileError) as err:
+        P.check_name(name, ['sim-cpu'], 'overlay')
+    message = str(err.value)
+    assert "profile overlay %r (gb10_profile_overlay) is not a name" % name in message, message
+    assert 'one of sim-cpu' in message and 'Leave it empty on real Sparks' in message, message
+
+
+def test_plain_names_pass_the_name_check():
+    for name in list(RAW) + ['sim-cpu', 'site_a.v2']:
+        assert P.check_name(name, RAW) == name
