@@ -1,0 +1,79 @@
+# -*- coding: utf-8 -*-
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Bus bandwidth of an all-reduce, and the probe's output (rule N5: measure the data path).
+
+The arithmetic is nccl-tests' (NVIDIA/nccl-tests, doc/PERFORMANCE.md, "Performance reported by
+NCCL tests"): for an all-reduce of S bytes that takes t seconds on n ranks,
+
+    algbw = S / t
+    busbw = algbw * 2 * (n - 1) / n
+
+"we need 2(n-1) data transfers (x number of elements) to perform an allReduce operation", n links
+of bandwidth B, so t = (S/B) * (2(n-1)/n) at best and B = S/t * (2(n-1)/n): a figure comparable with
+one rank's link bandwidth whatever the number of ranks. One rank moves nothing over a link: its
+busbw is 0.
+
+files/link_check/allreduce_probe.py (the program that runs in the serving image, which must not
+import the collection) carries the same formula; tests/unit compares the two.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+PROBE_PREFIX = 'GB10_LINK_PROBE '
+
+
+class LinkProbeError(ValueError):
+    """Figures or probe output that cannot be read as an all-reduce measurement."""
+
+
+def bus_bandwidth(nbytes, seconds, world_size):
+    """(algbw, busbw) in bytes per second for an all-reduce of nbytes that took seconds on
+    world_size ranks: algbw = S/t, busbw = algbw * 2*(n-1)/n (nccl-tests, doc/PERFORMANCE.md)."""
+    if seconds <= 0:
+        raise LinkProbeError('seconds must be positive, got %r' % (seconds,))
+    if world_size < 1:
+        raise LinkProbeError('world_size must be at least 1, got %r' % (world_size,))
+    if nbytes < 0:
+        raise LinkProbeError('nbytes must not be negative, got %r' % (nbytes,))
+    algbw = nbytes / seconds
+    return algbw, algbw * 2.0 * (world_size - 1) / world_size
+
+
+def gbit_per_s(bytes_per_s):
+    """Bytes per second -> Gb/s (10^9 bits), the unit link speeds are given in."""
+    return bytes_per_s * 8 / 1e9
+
+
+def parse_probe_output(text):
+    """The JSON results the probe printed ("GB10_LINK_PROBE {...}" lines), in order of rank."""
+    results = []
+    for line in (text or '').splitlines():
+        start = line.find(PROBE_PREFIX)
+        if start < 0:
+            continue
+        try:
+            result = json.loads(line[start + len(PROBE_PREFIX):])
+        except ValueError as exc:
+            raise LinkProbeError('unreadable probe line %r: %s' % (line.strip(), exc))
+        for key in ('rank', 'world_size', 'bytes', 'seconds_per_iter'):
+            if key not in result:
+                raise LinkProbeError('probe line without %s: %r' % (key, line.strip()))
+        results.append(result)
+    if not results:
+        raise LinkProbeError('no "%s" line in the probe output' % PROBE_PREFIX.strip())
+    return sorted(results, key=lambda result: result['rank'])
+
+
+def below_floor(result, floor_gbit):
+    """None when the result's busbw reaches floor_gbit (Gb/s), else why not, with both figures."""
+    busbw = bus_bandwidth(result['bytes'], result['seconds_per_iter'], result['world_size'])[1]
+    got = gbit_per_s(busbw)
+    if got >= floor_gbit:
+        return None
+    return ('all-reduce busbw %.1f Gb/s over %d ranks (%d bytes in %.4f s) is below the floor of '
+            '%.1f Gb/s' % (got, result['world_size'], result['bytes'], result['seconds_per_iter'], floor_gbit))

@@ -1,0 +1,147 @@
+"""NCCL init lines -> the transport each rank took, against real captures (tests/fixtures/nccl/README.md
+names the source of each file)."""
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils.nccl_log import (
+    NcclLogError,
+    check_transport,
+    describe,
+    parse_init_log,
+)
+
+
+@pytest.fixture
+def nccl_log(fixture_path):
+    def read(name):
+        with open(fixture_path('nccl', name)) as handle:
+            return parse_init_log(handle.read())
+    return read
+
+
+def by_host(parsed):
+    return {proc['host']: proc for proc in parsed['processes']}
+
+
+def test_gx10_roce_devices_and_bootstrap(nccl_log):
+    # GB10 (MSI EdgeXpert), NCCL 2.31.2, pinned NCCL_IB_HCA; the excerpt ends inside the OOB field
+    parsed = nccl_log('gx10_vllm_nccl2312_roce.log')
+    assert parsed['version'] == '2.31.2+cuda13.0'
+    (proc,) = parsed['processes']
+    assert (proc['host'], proc['pid']) == ('edgexpert-5ead', 454)
+    assert proc['bootstrap'] == {'iface': 'enp1s0f0np0', 'address': '169.254.163.17'}
+    assert proc['net'] == 'IB' and proc['net_kind'] == 'ib' and proc['net_source'] == 'devices'
+    assert proc['devices'] == ['rocep1s0f0', 'roceP2p1s0f0']
+    assert proc['link_layers'] == ['RoCE']
+    assert check_transport(parsed, 'roce', hcas=['roceP2p1s0f0', 'rocep1s0f0']) == []
+    assert check_transport(parsed, 'roce_ring') == []
+    problems = check_transport(parsed, 'roce', hcas=['rocep1s0f0'])
+    assert len(problems) == 1 and 'roceP2p1s0f0' in problems[0] and 'NCCL_IB_HCA' in problems[0]
+    (problem,) = check_transport(parsed, 'socket')
+    assert 'edgexpert-5ead pid 454' in problem and 'NET/IB over rocep1s0f0, roceP2p1s0f0 (RoCE)' in problem
+    assert 'NCCL_IB_DISABLE=1' in problem
+
+
+def test_dgx_spark_ray_worker_external_plugin_from_channels(nccl_log):
+    # DGX Spark under vLLM + Ray: Ray's prefix on every line, HPC-X's IBext_v10 plugin, no
+    # "Using network" line in the excerpt: the channels say which transport carried the data
+    parsed = nccl_log('dgx_spark_vllm_ray_ibext.log')
+    (proc,) = parsed['processes']
+    assert (proc['host'], proc['pid'], proc['cuda_dev']) == ('spark-3995', 2981, 0)
+    assert proc['net'] == 'IBext_v10' and proc['net_kind'] == 'ib' and proc['net_source'] == 'channels'
+    assert proc['channel_via'] == ['NET/IBext_v10/0', 'NET/IBext_v10/1']
+    assert proc['devices'] == ['rocep1s0f1', 'roceP2p1s0f1']
+    assert proc['link_layers'] == []  # the plugin's virtual devices do not print it
+    assert check_transport(parsed, 'roce', hcas=['rocep1s0f1', 'roceP2p1s0f1']) == []
+    assert describe(proc) == 'spark-3995 pid 2981: NET/IBext_v10 over rocep1s0f1, roceP2p1s0f1'
+
+
+def test_two_hosts_roce_with_nccl_tests_ranks(nccl_log):
+    parsed = nccl_log('dgxh100_roce_nccl2193.log')
+    assert parsed['versions'] == ['2.19.3+cuda12.3']
+    hosts = by_host(parsed)
+    assert sorted(hosts) == ['dgxh100-3', 'dgxh100-4']
+    assert hosts['dgxh100-3']['ranks'] == [1]  # from nccl-tests' "#  Rank  1 Pid 2152176 on dgxh100-3"
+    for proc in hosts.values():
+        assert proc['net'] == 'IB' and proc['net_source'] == 'using network'
+        assert proc['devices'] == ['mlx5_10', 'mlx5_11'] and proc['link_layers'] == ['RoCE']
+    assert hosts['dgxh100-4']['bootstrap']['address'] == '11.1.128.136'
+    assert check_transport(parsed, 'roce') == []
+    problems = check_transport(parsed, 'socket')
+    assert len(problems) == 2 and 'dgxh100-3 pid 2152176 (rank 1): NET/IB' in problems[0]
+
+
+def test_socket_when_no_rdma_device(nccl_log):
+    # "NET/IB : No device found." then sockets: what a wrong wire looks like in the log (N5)
+    parsed = nccl_log('gcp_socket_no_ib_nccl278.log')
+    hosts = by_host(parsed)
+    assert sorted(hosts) == ['slurm-train-compute-0-0', 'slurm-train-compute-0-1']
+    proc = hosts['slurm-train-compute-0-1']
+    assert proc['ib_failed'] and proc['net'] == 'Socket' and proc['net_kind'] == 'socket'
+    assert proc['socket_devices'] == [{'index': 0, 'iface': 'eth0', 'address': '10.0.0.33'}]
+    assert proc['bootstrap'] == {'iface': 'eth0', 'address': '10.0.0.33'}  # old "[0]eth0:..." form
+    problems = check_transport(parsed, 'roce')
+    assert len(problems) == 2
+    assert 'slurm-train-compute-0-0 pid 2139: NET/Socket over eth0 (10.0.0.34)' in problems[0]
+    assert "profile's transport is roce" in problems[0] and 'no usable RoCE device' in problems[0]
+    assert check_transport(parsed, 'socket', cluster_iface='eth0') == []
+    wrong = check_transport(parsed, 'socket', cluster_iface='enp1s0f0np0')[0]
+    assert 'not the cluster interface enp1s0f0np0' in wrong
+
+
+def test_forced_socket_on_a_connectx_host(nccl_log):
+    parsed = nccl_log('dgxa100_socket_forced_nccl2114.log')
+    (proc,) = parsed['processes']
+    assert proc['net'] == 'Socket' and not proc['ib_failed']
+    assert proc['devices'] == ['enp225s0f1']
+    assert parsed['version'] == '2.11.4+cuda11.4'
+    assert check_transport(parsed, 'socket', cluster_iface='enp225s0f1') == []
+    (problem,) = check_transport(parsed, 'roce')
+    assert 'did not take its IB transport' in problem
+
+
+def test_loopback_socket_is_refused(nccl_log):
+    parsed = nccl_log('loopback_socket.log')
+    (problem,) = check_transport(parsed, 'socket')
+    assert 'lo (127.0.0.1)' in problem and 'rule N3' in problem
+
+
+def test_channels_through_sockets_between_nodes(nccl_log):
+    parsed = nccl_log('multinode_socket_channels.log')
+    hosts = {(proc['host'], proc['pid']): proc for proc in parsed['processes']}
+    assert hosts[('<cluster_name>', 926)]['net'] == 'Socket'
+    assert hosts[('<cluster_name>', 926)]['channel_via'] == ['NET/Socket/3', 'P2P/IPC/read']
+    # a process whose channels all stay on the node shows no network choice at all
+    assert hosts[('<cluster_name>', 919)]['net'] is None
+    problems = check_transport(parsed, 'socket')
+    assert len(problems) == 2 and all('no network choice' in problem for problem in problems)
+
+
+def test_device_machine_roce_profile_without_rdma_falls_back_to_socket(nccl_log):
+    # captured on the device machine (H100, NCCL 2.28.9) with the env nccl_env renders for roce:
+    # no RDMA device there, so NCCL says "Failed to initialize NET plugin IB" and takes sockets.
+    # Note its "NET/IB : Using [RO]; OOB ..." line with no device: not an IB choice.
+    parsed = nccl_log('device_h100_roce_profile_no_rdma.log')
+    (proc,) = parsed['processes']
+    assert parsed['version'] == '2.28.9+cuda13.0'
+    assert proc['ranks'] == [0] and proc['nranks'] == 1
+    assert proc['ib_failed'] and proc['ib_devices'] == []
+    assert proc['net'] == 'Socket' and proc['devices'] == ['eth0']
+    (problem,) = check_transport(parsed, 'roce', hcas=['rocep1s0f1', 'roceP2p1s0f1'])
+    assert problem.startswith('vm pid 548 (rank 0): NET/Socket over eth0 (192.0.2.2)')
+    assert 'NCCL_IB_HCA' in problem and 'rules N1, N5' in problem
+
+
+@pytest.mark.parametrize('name', ['device_h100_socket_profile.log', 'device_h100_default_env.log'])
+def test_device_machine_socket(nccl_log, name):
+    parsed = nccl_log(name)
+    (proc,) = parsed['processes']
+    assert proc['net'] == 'Socket' and proc['bootstrap']['iface'] == 'eth0'
+    assert check_transport(parsed, 'socket', cluster_iface='eth0') == []
+    assert len(check_transport(parsed, 'roce')) == 1
+
+
+def test_no_nccl_lines():
+    with pytest.raises(NcclLogError, match='NCCL_DEBUG=INFO'):
+        parse_init_log('INFO 09-23 06:02:00 [base.py:261] warmup completed\n')
+    with pytest.raises(NcclLogError, match='transport must be one of'):
+        check_transport({'processes': []}, 'tcp')
