@@ -16,8 +16,18 @@ description:
     can stay enabled for every run.
   - A task that fails, or that reports C(changed) while the run is in check mode, is drift on that
     host. The rule is the ID the task name ends with, for example C(Driver packages are held (H1)).
+  - Each check of a host counts once per rule; the changed variables of the NCCL/Gloo env file
+    come to the rule each belongs to (filter C(gb10.serving.nccl_env_drift)). A role step run in
+    check mode without a rule in its name is no finding by itself (the check after it reports it).
   - Writes C(drift-report.json) and C(drift-report.xml) (JUnit, one test case per host and rule)
     to O(output_dir), and prints a short summary with the command that fixes each finding.
+  - A fix command is the one that runs when pasted from where the drift run was started. It repeats
+    the drift run's inventory, extra vars (the profile among them) and connection and vault options,
+    never its C(--check) or C(--diff); secrets given as extra vars (C(gb10_api_key), C(gb10_hf_token),
+    anything named like a password or token) are left out and named as such. H1 and N1-N6 are fixed
+    by the host-prep playbook with C(--limit) on the drifted host (it restarts no container and no
+    engine), H4 by the recover playbook, everything else by the deploy playbook on every host (its
+    preflight refuses C(--limit), since every host holds a rank).
 author:
   - gb10.serving developers (@gb10-serving)
 requirements:
@@ -34,17 +44,34 @@ options:
       - section: gb10_drift_report
         key: output_dir
   deploy_playbook:
-    description: Playbook named in the fix command for drift that a deploy converges back.
-    default: playbooks/deploy.yml
+    description:
+      - Playbook named in the fix command for drift that a deploy converges back.
+      - Empty means C(deploy.yml) next to the drift playbook that runs (C(gb10.serving.deploy) when
+        that one was named by FQCN). A playbook that sets C(gb10_profile) itself (C(deploy-m27.yml))
+        is fine, since the fix repeats the drift run's extra vars and C(-e) wins.
+    default: ''
     type: str
     env:
       - name: GB10_DRIFT_DEPLOY_PLAYBOOK
     ini:
       - section: gb10_drift_report
         key: deploy_playbook
+  host_prep_playbook:
+    description:
+      - Playbook named, with C(--limit) on the drifted host, in the fix command for H1 and N1-N6.
+      - Empty means C(host-prep.yml) next to the drift playbook (C(gb10.serving.host_prep) by FQCN).
+    default: ''
+    type: str
+    env:
+      - name: GB10_DRIFT_HOST_PREP_PLAYBOOK
+    ini:
+      - section: gb10_drift_report
+        key: host_prep_playbook
   recover_playbook:
-    description: Playbook named in the fix command for leaked memory (rule H4).
-    default: playbooks/recover.yml
+    description:
+      - Playbook named in the fix command for leaked memory (rule H4).
+      - Empty means C(recover.yml) next to the drift playbook (C(gb10.serving.recover) by FQCN).
+    default: ''
     type: str
     env:
       - name: GB10_DRIFT_RECOVER_PLAYBOOK
@@ -74,12 +101,12 @@ class CallbackModule(CallbackBase):
         self._check_mode = False
 
     def v2_playbook_on_start(self, playbook):
-        args = context.CLIARGS or {}
-        inventory = args.get('inventory') or ()
+        args = dict(context.CLIARGS or {})
         self._check_mode = bool(args.get('check'))
         self._report = DriftReport(
-            inventory=','.join(inventory) if inventory else None,
+            cliargs=args,
             deploy_playbook=self.get_option('deploy_playbook'),
+            host_prep_playbook=self.get_option('host_prep_playbook'),
             recover_playbook=self.get_option('recover_playbook'),
         )
 

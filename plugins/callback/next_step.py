@@ -15,6 +15,10 @@ description:
   - When a run ends with failed or unreachable hosts, prints one block per such host with the play
     and task where it stopped, the message, and the next step (restore SSH and re-run, or fix what
     the message names and re-run), followed by what a failed run keeps.
+  - The commands it prints run when pasted from where the run was started. They repeat the user's
+    own playbook, inventory, extra vars and options (C(--limit), C(--check), vault, connection);
+    secrets given as extra vars (C(gb10_api_key), C(gb10_hf_token), anything named like a
+    password or token) are left out of the command and named as such.
   - Quiet on a run that succeeded, and in plays that set C(gb10_drift_report=true) (the
     C(gb10.serving.drift_report) callback reports those).
 author:
@@ -26,6 +30,8 @@ requirements:
 
 from ansible import context
 from ansible.plugins.callback import CallbackBase
+from ansible_collections.gb10.serving.plugins.plugin_utils.cli_command import (
+    adhoc_ping, left_out_note, playbook_command)
 
 # What every failed run of this collection keeps, so an operator knows a re-run is safe.
 KEPT = ('A failed run keeps the files under the model path (an interrupted copy resumes, M3) and '
@@ -70,18 +76,17 @@ class CallbackModule(CallbackBase):
                    if stats.summarize(h)['failures'] or stats.summarize(h)['unreachable']]
         if not stopped:
             return
-        args = context.CLIARGS or {}
-        inventory = ','.join(args.get('inventory') or ()) or '<inventory>'
-        rerun = 'ansible-playbook %s -i %s' % (' '.join(args.get('args') or ()) or '<playbook>', inventory)
+        args = dict(context.CLIARGS or {})
+        rerun, left_out = playbook_command(args, run_options=True)
+        note = (' (%s)' % left_out_note(left_out)) if left_out else ''
         self._display.display('NEXT STEP (gb10.serving): the run stopped on %s' % ', '.join(stopped))
         for host in stopped:
             kind, play, task, message = self._last[host]
             if kind == 'unreachable':
-                step = ('bring %s back (power, cable, sshd), check it with `ansible %s -i %s -m '
-                        'ansible.builtin.ping`, then run `%s` again: finished steps are skipped'
-                        % (host, host, inventory, rerun))
+                step = ('bring %s back (power, cable, sshd), check it with `%s`, then run `%s` again%s: '
+                        'finished steps are skipped' % (host, adhoc_ping(args, host), rerun, note))
             else:
-                step = 'fix what the message names, then run `%s` again' % rerun
+                step = 'fix what the message names, then run `%s` again%s' % (rerun, note)
             self._display.display('- %s %s in play "%s", task "%s": %s' % (
                 host, 'became unreachable' if kind == 'unreachable' else 'failed', play, task,
                 message[:600]))

@@ -11,12 +11,37 @@ __metaclass__ = type
 import re
 from xml.etree import ElementTree
 
+from ansible_collections.gb10.serving.plugins.plugin_utils.cli_command import (
+    left_out_note, playbook_command, sibling_playbook)
+
 # Drift checks name their rule at the end of the task name: "Driver packages are held (H1)".
 RULE_IN_NAME = re.compile(r'\(([HNRVSMO][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
 
-# H4 (leaked memory) is fixed by the recover playbook; everything else by deploying again,
-# which converges the host back to the profile.
+# How each rule's drift is fixed:
+# - H4 (leaked memory): playbooks/recover.yml on the whole group (it reboots only leaked nodes).
+# - H1 and N1-N6 are host prep only (driver pin and holds, the NCCL/Gloo env file): the host-prep
+#   playbook on the drifted node alone (--limit); it restarts no container and no engine (the
+#   Ray containers were started with the env the file goes back to).
+# - Everything else (H2 reboots the node, M3, R1-R5, a check without a rule) needs the cluster:
+#   the deploy playbook on every node (its preflight refuses --limit, every host holds a rank); it
+#   converges the drifted node and keeps a healthy engine whose launch is unchanged (O2).
 RECOVER_RULES = ('H4',)
+HOST_PREP_RULES = ('H1', 'N1', 'N2', 'N3', 'N4', 'N6')
+
+# Which rule each variable of the NCCL/Gloo env file (roles/nccl_env/templates/nccl.env.j2)
+# comes from (docs/rules.md). NCCL_IB_DISABLE and NCCL_IB_GID_INDEX depend on the transport.
+NCCL_ENV_RULES = {
+    'NCCL_SOCKET_IFNAME': 'N3', 'GLOO_SOCKET_IFNAME': 'N3', 'TP_SOCKET_IFNAME': 'N3',
+    'UCX_NET_DEVICES': 'N3', 'OMPI_MCA_btl_tcp_if_include': 'N3', 'VLLM_HOST_IP': 'N3',
+    'MASTER_ADDR': 'N3',
+    'NCCL_NET_GDR_LEVEL': 'N2',
+    'NCCL_NET_PLUGIN': 'N1', 'NCCL_IB_HCA': 'N1', 'NCCL_IB_ROCE_VERSION_NUM': 'N1',
+    'NCCL_IB_TIMEOUT': 'N1',
+    'NCCL_P2P_DISABLE': 'N4', 'NCCL_NET': 'N4',
+    'NCCL_IB_ADDR_FAMILY': 'N6', 'NCCL_IB_ADDR_RANGE': 'N6', 'NCCL_IB_SUBNET_AWARE_ROUTING': 'N6',
+    'NCCL_IB_MERGE_NICS': 'N6',
+}
+NCCL_ENV_RULE_IDS = ('N1', 'N2', 'N3', 'N4', 'N6')
 
 
 def rule_of(task_name):
@@ -25,54 +50,138 @@ def rule_of(task_name):
     return match.group(1) if match else 'general'
 
 
-def fix_command(rule, host, inventory, deploy_playbook, recover_playbook):
-    playbook = recover_playbook if rule in RECOVER_RULES else deploy_playbook
-    return 'ansible-playbook %s -i %s --limit %s' % (playbook, inventory or '<inventory>', host)
+def fix_kind(rule):
+    """'recover', 'host_prep' or 'deploy': which playbook fixes drift under this rule."""
+    if rule in RECOVER_RULES:
+        return 'recover'
+    if rule in HOST_PREP_RULES:
+        return 'host_prep'
+    return 'deploy'
+
+
+def fix_command(rule, host, cliargs=None, deploy_playbook='', host_prep_playbook='', recover_playbook=''):
+    """(command line, secrets left out) that fixes drift under `rule` on `host`: the user's own
+    inventory, extra vars (the profile among them) and connection options from the drift run's
+    arguments, never its --check/--diff; --limit only for a host-prep fix."""
+    cliargs = cliargs or {}
+    drift_playbook = (cliargs.get('args') or ('playbooks/drift.yml',))[0]
+    kind = fix_kind(rule)
+    if kind == 'recover':
+        playbook = recover_playbook or sibling_playbook(drift_playbook, 'recover')
+        return playbook_command(cliargs, [playbook], limit=None)
+    if kind == 'host_prep':
+        playbook = host_prep_playbook or sibling_playbook(drift_playbook, 'host-prep')
+        return playbook_command(cliargs, [playbook], limit=host)
+    playbook = deploy_playbook or sibling_playbook(drift_playbook, 'deploy')
+    return playbook_command(cliargs, [playbook], limit=None)
+
+
+def parse_env(text):
+    """{KEY: VALUE} of an env file's KEY=VALUE lines (comments and blank lines skipped)."""
+    out = {}
+    for line in (text or '').splitlines():
+        line = line.strip()
+        if not line or line.startswith('#') or '=' not in line:
+            continue
+        key, value = line.split('=', 1)
+        out[key.strip()] = value
+    return out
+
+
+def env_rule(key, wanted):
+    """The rule a variable of the NCCL/Gloo env file comes from; wanted = {KEY: VALUE} the deploy
+    writes. A variable the deploy does not write is N1's (the file pins NCCL, N1)."""
+    if key == 'NCCL_IB_DISABLE':
+        return 'N4' if wanted.get(key) == '1' else 'N1'
+    if key == 'NCCL_IB_GID_INDEX':
+        return 'N6' if 'NCCL_IB_ADDR_RANGE' in wanted else 'N1'
+    return NCCL_ENV_RULES.get(key, 'N1')
+
+
+def env_drift(before, after):
+    """{rule: [one line per changed variable]} between the file on the host (before) and the one
+    the deploy writes (after); empty when they agree. A difference outside the variables
+    (comments) is N1's."""
+    have, wanted = parse_env(before), parse_env(after)
+    out = {}
+    for key in sorted(set(have) | set(wanted)):
+        if have.get(key) == wanted.get(key):
+            continue
+        if key not in have:
+            line = '%s is missing, the deploy writes %s=%s' % (key, key, wanted[key])
+        elif key not in wanted:
+            line = '%s=%s is set, the deploy does not write %s' % (key, have[key], key)
+        else:
+            line = '%s=%s, the deploy writes %s=%s' % (key, have[key], key, wanted[key])
+        out.setdefault(env_rule(key, wanted), []).append(line)
+    if not out and (before or '') != (after or ''):
+        out['N1'] = ['the file differs from what the deploy writes outside its variables (comments)']
+    return out
 
 
 def _summary_of(result):
-    """One line saying what drifted, from a task result dict."""
+    """One line saying what drifted, from a task result dict; a diff names the file on the host
+    (before_header), never the controller's temporary copy of a template."""
     if result.get('msg'):
         return str(result['msg']).strip().splitlines()[0]
     diff = result.get('diff')
     diffs = diff if isinstance(diff, list) else [diff] if diff else []
     for entry in diffs:
         if isinstance(entry, dict):
-            where = entry.get('after_header') or entry.get('before_header')
+            where = entry.get('before_header') or entry.get('after_header')
             if where:
                 return 'would change %s' % where
     return 'would change'
 
 
 class DriftReport(object):
-    """Collects task outcomes per host; `findings` are the drift entries."""
+    """Collects task outcomes per host; `findings` are the drift entries, one per host and rule."""
 
-    def __init__(self, inventory=None, deploy_playbook='playbooks/deploy.yml',
-                 recover_playbook='playbooks/recover.yml'):
-        self.inventory = inventory
+    def __init__(self, cliargs=None, deploy_playbook='', host_prep_playbook='', recover_playbook=''):
+        self.cliargs = dict(cliargs or {})
         self.deploy_playbook = deploy_playbook
+        self.host_prep_playbook = host_prep_playbook
         self.recover_playbook = recover_playbook
         self.checked = {}  # host -> set of rules that had at least one check
         self.findings = []
 
+    def _check(self, host, rule):
+        self.checked.setdefault(host, set()).add(rule)
+
     def _add(self, host, task_name, kind, summary):
         rule = rule_of(task_name)
-        self.checked.setdefault(host, set()).add(rule)
+        self._check(host, rule)
+        for finding in self.findings:
+            if finding['host'] == host and finding['rule'] == rule:
+                # One finding per host and rule: a second check of the same rule adds its words.
+                if summary not in finding['summary']:
+                    finding['summary'] += '; ' + summary
+                if task_name not in finding['task']:
+                    finding['task'] += '; ' + task_name
+                return
+        fix, left_out = fix_command(rule, host, self.cliargs, self.deploy_playbook,
+                                    self.host_prep_playbook, self.recover_playbook)
         self.findings.append({
             'host': host,
             'rule': rule,
             'task': task_name,
             'kind': kind,
             'summary': summary,
-            'fix': fix_command(rule, host, self.inventory, self.deploy_playbook,
-                               self.recover_playbook),
+            'fix': fix,
+            'fix_left_out': left_out,
         })
 
     def ok(self, host, task_name):
-        self.checked.setdefault(host, set()).add(rule_of(task_name))
+        rule = rule_of(task_name)
+        if rule != 'general':
+            self._check(host, rule)
 
     def changed(self, host, task_name, result):
-        """A change in check mode is a host that left the desired state."""
+        """A change in check mode is a host that left the desired state, reported under the
+        check's rule. A task without a rule in its name (a role's step run in check mode to see
+        what it would do) is no finding by itself: the check named with its rule reports it."""
+        if rule_of(task_name) == 'general':
+            return
         self._add(host, task_name, 'would_change', _summary_of(result))
 
     def failed(self, host, task_name, result):
@@ -108,7 +217,9 @@ class DriftReport(object):
                     failure = ElementTree.SubElement(
                         case, 'failure', message='; '.join(f['summary'] for f in found))
                     failure.text = '\n'.join(
-                        '%s: %s\nfix: %s' % (f['task'], f['summary'], f['fix']) for f in found)
+                        '%s: %s\nfix: %s%s' % (f['task'], f['summary'], f['fix'],
+                                               ('\n' + left_out_note(f['fix_left_out'])) if f['fix_left_out'] else '')
+                        for f in found)
         suite.set('tests', str(cases))
         suite.set('failures', str(failures))
         return ElementTree.tostring(suite, encoding='unicode')
@@ -119,4 +230,6 @@ class DriftReport(object):
         lines = ['DRIFT: %d finding(s) on %s' % (len(self.findings), ', '.join(self.drifted_hosts))]
         for f in self.findings:
             lines.append('  %s [%s] %s -- fix: %s' % (f['host'], f['rule'], f['summary'], f['fix']))
+            if f['fix_left_out']:
+                lines.append('    (%s)' % left_out_note(f['fix_left_out']))
         return lines

@@ -23,6 +23,11 @@ PLAYBOOK = """
         dest: "{{ env_file }}"
         content: "NCCL_IB_DISABLE=0\\n"
         mode: "0644"
+    - name: A role step in check mode, without a rule (the check after it reports it)
+      ansible.builtin.copy:
+        dest: "{{ env_file }}.step"
+        content: "x\\n"
+        mode: "0644"
     - name: No modprobe override file (H2)
       ansible.builtin.assert:
         that: false
@@ -54,7 +59,15 @@ def test_check_run_reports_drift_per_rule(tmp_path):
     found = {(f['host'], f['rule'], f['kind']) for f in data['findings']}
     assert found == {('spark1', 'N1', 'would_change'), ('spark1', 'H2', 'failed')}
     assert 'DRIFT: 2 finding(s) on spark1' in proc.stdout
-    assert '--limit spark1' in proc.stdout
+    fixes = {f['rule']: f['fix'] for f in data['findings']}
+    # The drift run's inventory, extra vars and connection, never its --check; --limit only for
+    # the host-prep fix (N1), the configured deploy playbook on every host for H2.
+    common = '-i spark1, -e ansible_python_interpreter=%s -e env_file=%s -c local' % (
+        sys.executable, tmp_path / 'nccl.env')
+    assert fixes['N1'] == 'ansible-playbook %s %s --limit spark1' % (tmp_path / 'host-prep.yml', common)
+    assert fixes['H2'].startswith('ansible-playbook playbooks/deploy-m27.yml -i spark1, ')
+    assert '--check' not in fixes['H2'] and '--limit' not in fixes['H2']
+    assert fixes['N1'] in proc.stdout and fixes['H2'] in proc.stdout
     suite = ElementTree.parse(str(tmp_path / 'report' / 'drift-report.xml')).getroot()
     assert suite.get('tests') == '3' and suite.get('failures') == '2'
 

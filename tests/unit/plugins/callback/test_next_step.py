@@ -30,7 +30,7 @@ spark3 ansible_connection=local
 """
 
 
-def run(tmp_path, drift='false'):
+def run(tmp_path, drift='false', extra=()):
     (tmp_path / 'deploy.yml').write_text(PLAYBOOK.format(drift=drift))
     (tmp_path / 'hosts.ini').write_text(INVENTORY)
     env = dict(os.environ,
@@ -38,7 +38,7 @@ def run(tmp_path, drift='false'):
                ANSIBLE_COLLECTIONS_PATH=os.path.join(TOP, '.collections'),
                ANSIBLE_HOST_KEY_CHECKING='False')
     cmd = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'),
-           '-i', 'hosts.ini', '-e', 'ansible_python_interpreter=' + sys.executable, 'deploy.yml']
+           '-i', 'hosts.ini', '-e', 'ansible_python_interpreter=' + sys.executable] + list(extra) + ['deploy.yml']
     return subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True, check=False,
                           timeout=120)
 
@@ -53,9 +53,20 @@ def test_failed_and_unreachable_hosts_get_a_next_step(tmp_path):
     assert '- spark2 became unreachable in play "Sync the model over the cluster link (M3)"' in out
     inventory = str(tmp_path / 'hosts.ini')
     assert 'ansible spark2 -i %s -m ansible.builtin.ping' % inventory in out
-    assert 'run `ansible-playbook deploy.yml -i %s` again' % inventory in out
+    # The user's own playbook, inventory and extra vars, as typed (here a path without quoting).
+    assert 'run `ansible-playbook deploy.yml -i %s -e ansible_python_interpreter=%s` again' % (
+        inventory, sys.executable) in out
     assert 'spark3 failed' not in out and 'spark3 became' not in out
     assert 'keeps the files under the model path' in out
+
+
+def test_secrets_are_left_out_of_the_next_step_and_named(tmp_path):
+    proc = run(tmp_path, extra=['-e', 'gb10_profile=minimax-m27-nvfp4 gb10_api_key=sekrit', '--check'])
+    assert proc.returncode != 0
+    assert 'sekrit' not in proc.stdout
+    assert ('run `ansible-playbook deploy.yml -i %s -e ansible_python_interpreter=%s -e gb10_profile=minimax-m27-nvfp4 '
+            '--check` again (left out of the command: -e gb10_api_key=...' % (tmp_path / 'hosts.ini', sys.executable)
+            ) in proc.stdout
 
 
 def test_drift_plays_and_clean_runs_stay_quiet(tmp_path):

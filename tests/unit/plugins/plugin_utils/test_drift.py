@@ -1,6 +1,25 @@
+import shlex
 from xml.etree import ElementTree
 
-from ansible_collections.gb10.serving.plugins.plugin_utils.drift import DriftReport, rule_of
+from ansible_collections.gb10.serving.plugins.filter.nccl_env_drift import nccl_env_drift
+from ansible_collections.gb10.serving.plugins.plugin_utils.drift import (
+    DriftReport, env_drift, fix_command, fix_kind, rule_of)
+
+CLIARGS = {'args': ('playbooks/drift.yml',), 'inventory': ('/repo/inventory/sparks.ini',),
+           'extra_vars': ('gb10_profile=minimax-m27-nvfp4',), 'check': True, 'diff': True,
+           'subset': None, 'tags': ('all',), 'skip_tags': ()}
+
+SOCKET_ENV = """# Managed by gb10.serving.nccl_env; transport=socket on spark2.
+GLOO_SOCKET_IFNAME=eth0
+MASTER_ADDR=10.0.0.1
+NCCL_IB_DISABLE=1
+NCCL_NET=Socket
+NCCL_NET_GDR_LEVEL=0
+NCCL_NET_PLUGIN=none
+NCCL_P2P_DISABLE=1
+NCCL_SOCKET_IFNAME=eth0
+VLLM_HOST_IP=10.0.0.2
+"""
 
 
 def test_rule_comes_from_the_end_of_the_task_name():
@@ -10,29 +29,56 @@ def test_rule_comes_from_the_end_of_the_task_name():
     assert rule_of('Mentions (H1) in the middle only') == 'general'
 
 
-def report():
-    r = DriftReport(inventory='inventory/sparks.ini', deploy_playbook='playbooks/deploy-m27.yml')
+def report(cliargs=CLIARGS):
+    r = DriftReport(cliargs=cliargs)
     r.ok('spark1', 'Driver packages are held (H1)')
     r.ok('spark2', 'Driver packages are held (H1)')
     r.ok('spark1', 'No modprobe override file (H2)')
     r.failed('spark2', 'No modprobe override file (H2)',
              {'msg': '/etc/modprobe.d/zz-nvidia-drm-override.conf is back'})
     r.changed('spark2', 'NCCL env file matches the profile (N1)',
-              {'changed': True, 'diff': [{'after_header': '/etc/gb10/nccl.env'}]})
+              {'changed': True, 'diff': [{'before_header': '/etc/gb10/nccl.env',
+                                          'after_header': '/root/.ansible/tmp/ansible-local-1/nccl.env.j2'}]})
     r.failed('spark1', 'No leaked unified memory (H4)', {'msg': '41.2 GiB unaccounted'})
     return r
 
 
-def test_findings_name_host_rule_and_fix():
+def test_findings_name_host_rule_and_a_fix_that_runs():
     data = report().as_dict()
     assert data['drifted'] is True
     assert data['drifted_hosts'] == ['spark1', 'spark2']
     by_rule = {(f['host'], f['rule']): f for f in data['findings']}
     assert by_rule[('spark2', 'H2')]['summary'].endswith('is back')
+    # The file on the host, never the controller's temporary copy of the template.
     assert by_rule[('spark2', 'N1')]['summary'] == 'would change /etc/gb10/nccl.env'
+    # H2 reboots the node: the whole cluster's deploy, with the profile, no --limit, no --check.
     assert by_rule[('spark2', 'H2')]['fix'] == \
-        'ansible-playbook playbooks/deploy-m27.yml -i inventory/sparks.ini --limit spark2'
-    assert by_rule[('spark1', 'H4')]['fix'].startswith('ansible-playbook playbooks/recover.yml')
+        'ansible-playbook playbooks/deploy.yml -i /repo/inventory/sparks.ini -e gb10_profile=minimax-m27-nvfp4'
+    # The env file is host prep only: that node alone.
+    assert by_rule[('spark2', 'N1')]['fix'] == (
+        'ansible-playbook playbooks/host-prep.yml -i /repo/inventory/sparks.ini '
+        '-e gb10_profile=minimax-m27-nvfp4 --limit spark2')
+    assert by_rule[('spark1', 'H4')]['fix'] == \
+        'ansible-playbook playbooks/recover.yml -i /repo/inventory/sparks.ini -e gb10_profile=minimax-m27-nvfp4'
+
+
+def test_fix_kinds():
+    assert [fix_kind(r) for r in ('H1', 'N3', 'N6', 'H2', 'H4', 'R2', 'M3', 'general')] == [
+        'host_prep', 'host_prep', 'host_prep', 'deploy', 'recover', 'deploy', 'deploy', 'deploy']
+
+
+def test_configured_playbooks_and_secrets():
+    args = dict(CLIARGS, extra_vars=('gb10_profile=minimax-m27-nvfp4', 'gb10_api_key=k'))
+    fix, left_out = fix_command('R1', 'spark1', args, deploy_playbook='playbooks/deploy-m27.yml')
+    assert fix == ('ansible-playbook playbooks/deploy-m27.yml -i /repo/inventory/sparks.ini '
+                   '-e gb10_profile=minimax-m27-nvfp4')
+    assert left_out == ['gb10_api_key']
+    r = DriftReport(cliargs=args)
+    r.failed('spark1', 'Engine runs the profile (R1)', {'msg': 'not healthy'})
+    assert r.as_dict()['findings'][0]['fix_left_out'] == ['gb10_api_key']
+    assert any('-e gb10_api_key=...' in line for line in r.summary_lines())
+    fix, unused = fix_command('N3', 'spark2', dict(CLIARGS, args=('gb10.serving.drift',)))
+    assert shlex.split(fix)[1] == 'gb10.serving.host_prep'
 
 
 def test_junit_has_one_case_per_host_and_rule():
@@ -43,6 +89,50 @@ def test_junit_has_one_case_per_host_and_rule():
     assert cases[('spark1', 'H1')].find('failure') is None
     assert cases[('spark2', 'H2')].find('failure') is not None
     assert suite.get('tests') == '6' and suite.get('failures') == '3'
+
+
+def test_one_finding_per_host_and_rule_and_no_rule_less_role_steps():
+    r = DriftReport(cliargs=CLIARGS)
+    # A role's step in check mode (the template with its temporary source path) is not a finding;
+    # the check named with its rule reports it.
+    r.changed('spark2', 'Render the NCCL/Gloo environment file',
+              {'changed': True, 'diff': {'before_header': '/etc/gb10/nccl.env',
+                                         'after_header': '/root/.ansible/tmp/ansible-local-9/nccl.env.j2'}})
+    r.ok('spark2', 'Read the running driver version')
+    r.failed('spark2', 'Socket names (N3)', {'msg': 'GLOO_SOCKET_IFNAME=lo'})
+    r.failed('spark2', 'Socket names again (N3)', {'msg': 'NCCL_SOCKET_IFNAME=lo'})
+    data = r.as_dict()
+    assert [(f['host'], f['rule']) for f in data['findings']] == [('spark2', 'N3')]
+    assert data['findings'][0]['summary'] == 'GLOO_SOCKET_IFNAME=lo; NCCL_SOCKET_IFNAME=lo'
+    assert 'ansible-local' not in r.junit_xml()
+    assert [c.get('name') for c in ElementTree.fromstring(r.junit_xml()).iter('testcase')] == ['N3']
+
+
+def test_each_changed_env_variable_goes_to_its_rule():
+    edited = SOCKET_ENV.replace('GLOO_SOCKET_IFNAME=eth0', 'GLOO_SOCKET_IFNAME=lo')
+    assert env_drift(edited, SOCKET_ENV) == {'N3': ['GLOO_SOCKET_IFNAME=lo, the deploy writes GLOO_SOCKET_IFNAME=eth0']}
+    edited = (SOCKET_ENV.replace('NCCL_NET_GDR_LEVEL=0', 'NCCL_NET_GDR_LEVEL=2')
+              .replace('NCCL_P2P_DISABLE=1\n', '').replace('NCCL_IB_DISABLE=1', 'NCCL_IB_DISABLE=0')
+              + 'NCCL_DEBUG=INFO\n')
+    found = env_drift(edited, SOCKET_ENV)
+    assert sorted(found) == ['N1', 'N2', 'N4']
+    assert found['N4'] == ['NCCL_IB_DISABLE=0, the deploy writes NCCL_IB_DISABLE=1',
+                           'NCCL_P2P_DISABLE is missing, the deploy writes NCCL_P2P_DISABLE=1']
+    assert found['N1'] == ['NCCL_DEBUG=INFO is set, the deploy does not write NCCL_DEBUG']
+    ring = 'NCCL_IB_ADDR_RANGE=192.168.0.0/16\nNCCL_IB_DISABLE=0\n'
+    assert sorted(env_drift(ring + 'NCCL_IB_GID_INDEX=3\n', ring)) == ['N6']
+    assert env_drift(SOCKET_ENV, SOCKET_ENV) == {}
+    assert env_drift('# other comment\n' + SOCKET_ENV, SOCKET_ENV) == {'N1': [
+        'the file differs from what the deploy writes outside its variables (comments)']}
+
+
+def test_the_filter_reads_the_template_result():
+    edited = SOCKET_ENV.replace('VLLM_HOST_IP=10.0.0.2', 'VLLM_HOST_IP=127.0.0.1')
+    result = {'changed': True, 'diff': [{'before': edited, 'after': SOCKET_ENV,
+                                         'before_header': '/etc/gb10/nccl.env', 'after_header': '/tmp/x/nccl.env.j2'}]}
+    assert nccl_env_drift(result) == {'N3': ['VLLM_HOST_IP=127.0.0.1, the deploy writes VLLM_HOST_IP=10.0.0.2']}
+    assert nccl_env_drift({'changed': False}) == {}
+    assert list(nccl_env_drift({'changed': True})) == ['N1']
 
 
 def test_clean_run_says_so():

@@ -1,0 +1,68 @@
+"""The commands the callbacks print, from the user's own ansible-playbook arguments."""
+import shlex
+
+from ansible_collections.gb10.serving.plugins.plugin_utils.cli_command import (
+    adhoc_ping, is_secret, left_out_note, playbook_command, sibling_playbook, split_extra_vars)
+
+CLIARGS = {
+    'args': ('playbooks/deploy.yml',),
+    'inventory': ('/work/inventory/sparks.ini',),
+    'extra_vars': ('gb10_profile=minimax-m27-nvfp4',),
+    'check': False, 'diff': False, 'subset': None, 'tags': ('all',), 'skip_tags': (),
+    'vault_ids': (), 'vault_password_files': (), 'ask_vault_pass': False, 'connection': 'ssh',
+}
+
+
+def test_the_users_playbook_inventory_and_extra_vars_are_repeated():
+    command, left_out = playbook_command(CLIARGS, run_options=True)
+    assert command == 'ansible-playbook playbooks/deploy.yml -i /work/inventory/sparks.ini -e gb10_profile=minimax-m27-nvfp4'
+    assert left_out == []
+
+
+def test_secrets_are_left_out_and_named():
+    args = dict(CLIARGS, extra_vars=('gb10_profile=minimax-m27-nvfp4 gb10_api_key=s3cret',
+                                     '{"gb10_hf_token": "hf_x", "gb10_model_download": true}',
+                                     'ansible_become_password=pw', '@vars/site.yml'))
+    command, left_out = playbook_command(args, run_options=True)
+    assert 's3cret' not in command and 'hf_x' not in command and 'pw' not in command.split()
+    assert left_out == ['ansible_become_password', 'gb10_api_key', 'gb10_hf_token']
+    argv = shlex.split(command)
+    assert argv[argv.index('-e') + 1] == 'gb10_profile=minimax-m27-nvfp4'
+    assert '{"gb10_model_download": true}' in argv and '@vars/site.yml' in argv
+    note = left_out_note(left_out)
+    assert '-e gb10_api_key=...' in note and 'secrets' in note and 's3cret' not in note
+
+
+def test_values_with_spaces_survive_the_shell():
+    args = dict(CLIARGS, extra_vars=('gb10_profile="a b" gb10_api_key=x',))
+    command, unused = playbook_command(args)
+    assert shlex.split(command)[-1] == '{"gb10_profile": "a b"}'
+
+
+def test_run_options_are_repeated_only_when_asked():
+    args = dict(CLIARGS, check=True, diff=True, subset='spark1', tags=('x',), vault_ids=('prod@prompt',),
+                remote_user='ops')
+    again, unused = playbook_command(args, run_options=True)
+    assert again.endswith('-u ops --vault-id prod@prompt --limit spark1 --tags x --check --diff')
+    fix, unused = playbook_command(args, ['playbooks/host-prep.yml'], limit='spark2')
+    assert fix == ('ansible-playbook playbooks/host-prep.yml -i /work/inventory/sparks.ini '
+                   '-e gb10_profile=minimax-m27-nvfp4 -u ops --vault-id prod@prompt --limit spark2')
+
+
+def test_ping_uses_the_same_inventory_and_connection():
+    assert adhoc_ping(dict(CLIARGS, private_key_file='/k'), 'spark2') == (
+        'ansible spark2 -i /work/inventory/sparks.ini -m ansible.builtin.ping '
+        '-e gb10_profile=minimax-m27-nvfp4 --private-key /k')
+
+
+def test_secret_names():
+    assert is_secret('gb10_api_key') and is_secret('ansible_password') and is_secret('my_token')
+    assert not is_secret('gb10_profile') and not is_secret('gb10_api_key_file')
+    assert split_extra_vars(('@x.yml',)) == (['@x.yml'], [])
+
+
+def test_sibling_playbooks():
+    assert sibling_playbook('playbooks/drift.yml', 'host-prep') == 'playbooks/host-prep.yml'
+    assert sibling_playbook('/abs/playbooks/drift.yml', 'deploy') == '/abs/playbooks/deploy.yml'
+    assert sibling_playbook('drift.yml', 'recover') == 'recover.yml'
+    assert sibling_playbook('gb10.serving.drift', 'host-prep') == 'gb10.serving.host_prep'
