@@ -15,8 +15,8 @@ author:
   - gb10.serving developers (@gb10-serving)
 description:
   - The engine's OpenAI endpoint faces the network and vLLM does not limit wrong keys, so a key
-    must resist guessing. A key is refused when it has fewer than O(min_length) characters (32:
-    ~190 bits of random letters and digits, 128 bits of hex digits), characters other than
+    must resist guessing. A key is refused when it has fewer than O(min_length) characters (32,
+    which is ~190 bits of random letters and digits, 128 bits of hex digits), characters other than
     printable ASCII without spaces (it travels in an HTTP header), fewer than 8 different
     characters, a repeated part (C(passwordpassword...)) or mostly a run (C(abcd...), C(1234...)).
   - The sentences never contain the key. An empty key gives no problem (role

@@ -21,7 +21,7 @@ description:
     device flags and sizes; any other key is refused. The CPU simulation uses the overlay
     C(sim-cpu).
   - Errors name the profile, the field and the fix, e.g. an unknown profile lists the known ones.
-  - The profile and the overlay are names (letters, digits, C(.), C(_), C(-)), never paths: a name
+  - The profile and the overlay are names (letters, digits, C(.), C(_), C(-)), never paths; a name
     with a separator or C(..) is refused with the known names before any file is read.
 options:
   _terms:
