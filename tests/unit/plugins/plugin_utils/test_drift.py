@@ -29,8 +29,8 @@ def test_rule_comes_from_the_end_of_the_task_name():
     assert rule_of('Mentions (H1) in the middle only') == 'general'
 
 
-def report(cliargs=CLIARGS):
-    r = DriftReport(cliargs=cliargs)
+def report(cliargs=None):
+    r = DriftReport(cliargs=cliargs or CLIARGS)
     r.ok('spark1', 'Driver packages are held (H1)')
     r.ok('spark2', 'Driver packages are held (H1)')
     r.ok('spark1', 'No modprobe override file (H2)')
