@@ -83,6 +83,39 @@ def worker_running(host):
     return out.stdout.strip() == "true"
 
 
+def ray_containers(hosts, head):
+    """{host: (container id, start time)} of each node's Ray container: a restart changes the time."""
+    return {h: on_host(h, "docker", "inspect", "--format", "{{.Id}} {{.State.StartedAt}}",
+                       HEAD if h == head else WORKER).strip() for h in hosts}
+
+
+def hold_engine_start(head, name):
+    """Make the next engine launched with hold_env(name) wait, before vLLM is even imported, until
+    release_engine_start(head, name): a sitecustomize.py in the head container that the engine's
+    Python runs first thing (PYTHONPATH). The engine cannot be ready while it waits, on any machine.
+    It writes <dir>/held when it starts waiting. Returns the extra vars for the deploy."""
+    folder = "/tmp/gb10-e2e-hold-%s" % name
+    hook = ("import os, time\n"
+            "open(%r, 'w').write(str(os.getpid()))\n"
+            "while not os.path.exists(%r):\n"
+            "    time.sleep(0.5)\n" % (folder + "/held", folder + "/release"))
+    on_host(head, "docker", "exec", HEAD, "sh", "-c",
+            'rm -rf "$1" && mkdir -p "$1" && printf "%s" "$2" > "$1/sitecustomize.py"', "sh", folder, hook)
+    # The engine's own environment (vllm_serve_env) plus the hook: a new launch, started held.
+    return {"vllm_serve_env": "{{ vllm_serve_profile | gb10.serving.engine_env | combine({'PYTHONPATH': '%s'}) }}"
+            % folder}
+
+
+def engine_start_held(head, name):
+    out = subprocess.run(["docker", "exec", head, "docker", "exec", HEAD, "cat", "/tmp/gb10-e2e-hold-%s/held" % name],
+                         capture_output=True, text=True, timeout=60, check=False)
+    return out.returncode == 0 and out.stdout.strip().isdigit()
+
+
+def release_engine_start(head, name):
+    on_host(head, "docker", "exec", HEAD, "touch", "/tmp/gb10-e2e-hold-%s/release" % name)
+
+
 @pytest.fixture(scope="module")
 def serving(sim_cluster, run_playbook):
     """A serving cluster: as test_3_recover.py leaves it, or deployed here when it is not."""
@@ -216,6 +249,10 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
             "> %s/model-0000$i-of-00003.safetensors; done && echo '{}' > %s/config.json" % (path, path, path))
     on_host(worker, "rm", "-rf", path)
     playbook = model_sync_playbook(tmp_path, model_sync_path=path)
+    # The head sends at most 200 Mbit/s while the copy is to be killed: 1.5 GiB then take at least
+    # 64 s on any machine, while the kill comes once 64 MiB are in (polled every 0.2 s).
+    on_host(head, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", "200mbit", "burst", "256kb",
+            "latency", "400ms")
 
     def kill_copy():
         # Once some bytes have arrived on the worker, kill the copy there (bounded: 120 s).
@@ -231,6 +268,7 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
     try:
         handler = when_task_starts(PULL_TASK, worker, kill_copy)
         first = run_playbook(playbook, sim_cluster.inventory, timeout=900, event_handler=handler)
+        on_host(head, "tc", "qdisc", "del", "dev", "eth0", "root")
 
         assert handler.fired.is_set()
         assert first.status == "failed", first
@@ -248,6 +286,8 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
         assert_succeeded(second, sim_cluster.hosts)
         assert on_host(worker, "sh", "-c", "cd %s && sha256sum * | sort" % path) == source
     finally:
+        subprocess.run(["docker", "exec", head, "tc", "qdisc", "del", "dev", "eth0", "root"],
+                       capture_output=True, timeout=30, check=False)
         for host in sim_cluster.hosts:
             on_host(host, "rm", "-rf", path)
 
@@ -299,16 +339,51 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
             on_host(host, "rm", "-rf", path)
 
 
+def test_a_new_api_key_restarts_only_the_engine(sim_cluster, serving, run_playbook):
+    # Issue 19: the key reaches the engine through its launch script, never through the Ray
+    # containers' environment, so a new key restarts the engine and leaves Ray running.
+    head = sim_cluster.head
+    running = on_host(head, "docker", "exec", HEAD, "cat", "/var/lib/gb10-engine/running.sh")
+    if "# gb10-engine-config: " not in running:
+        # An engine started by an older vllm_serve has no config id to compare: start it anew first.
+        assert_succeeded(run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800,
+                                      extravars={"gb10_api_key": "e2e-" + secrets.token_hex(20)}), sim_cluster.hosts)
+    ray_before = ray_containers(sim_cluster.hosts, head)
+    engine_before = engine_process(head)
+    old_key, new_key = api_key(head), "e2e-" + secrets.token_hex(20)
+
+    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, extravars={"gb10_api_key": new_key})
+
+    assert_succeeded(result, sim_cluster.hosts)
+    assert ray_containers(sim_cluster.hosts, head) == ray_before  # neither recreated nor restarted
+    assert engine_process(head)[:2] != engine_before[:2]
+    assert not [e for e in result.events if e.get("event") == "runner_on_ok"
+                and e["event_data"].get("task") == "Stop serving containers, keeping them for their logs (H4 needs no GPU workload; H9)"]
+    url = "http://127.0.0.1:%d/v1/models" % PORT
+    script = ("import sys, urllib.request, urllib.error\n"
+              "req = urllib.request.Request(sys.argv[1], headers={'Authorization': 'Bearer ' + sys.argv[2]})\n"
+              "try:\n"
+              "    print(urllib.request.urlopen(req, timeout=30).status)\n"
+              "except urllib.error.HTTPError as e:\n"
+              "    print(e.code)\n")
+    codes = [on_host(head, "docker", "exec", HEAD, "python3", "-c", script, url, key).strip() for key in (new_key, old_key)]
+    assert codes == ["200", "401"], codes
+    assert new_key not in run_text(result)
+
+
 def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, run_playbook):
     head = sim_cluster.head
     ray_before = {h: container_id(h, HEAD if h == head else WORKER) for h in sim_cluster.hosts}
     engine_before = engine_process(head)
-    # A new API key is a new launch (the engine must restart); 20 s is far too short for it.
-    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800,
-                          extravars={"gb10_api_key": "e2e-readiness-timeout-key",
-                                     "vllm_serve_readiness_timeout_s": 20})
+    # The new engine waits on the test before vLLM starts (hold_engine_start): it cannot answer
+    # /health within the 20 s readiness timeout on any machine. A changed launch (the env, and the
+    # generated key again after the test above) makes the deploy restart it.
+    extravars = dict(hold_engine_start(head, "timeout"), vllm_serve_readiness_timeout_s=20)
+    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, extravars=extravars)
 
-    # A changed launch restarts exactly what it must (O2): the engine, not the Ray containers.
+    # The fault was caused: the new engine was held and never released.
+    assert engine_start_held(head, "timeout")
+    # A changed launch restarts what it must (O2): the engine; the Ray containers are kept.
     assert {h: container_id(h, HEAD if h == head else WORKER) for h in sim_cluster.hosts} == ray_before
     assert engine_process(head)[:2] != engine_before[:2]
 
@@ -327,14 +402,16 @@ def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, servin
     head, worker = sim_cluster.hosts
 
     def kill_worker():
+        # The engine waits (held) until its worker is gone: it cannot be ready before, on any machine.
         subprocess.run(["docker", "exec", worker, "docker", "kill", WORKER], timeout=60, check=False)
+        release_engine_start(head, "worker")
 
     handler = when_task_starts(WAIT_TASK, head, kill_worker)
-    # The original key again: another new launch, so the engine starts and the worker dies under it.
-    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, event_handler=handler,
-                          extravars={"vllm_serve_readiness_timeout_s": 300})
+    # Another new launch (another hold folder), so the engine starts and the worker dies under it.
+    extravars = dict(hold_engine_start(head, "worker"), vllm_serve_readiness_timeout_s=300)
+    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, event_handler=handler, extravars=extravars)
 
-    assert handler.fired.is_set()
+    assert handler.fired.is_set() and engine_start_held(head, "worker")
     assert result.status == "failed", result
     message = dict(((h, t), m) for h, t, m in result.failures()).get((head, LOGS_TASK), "")
     # The engine either dies with its rank or waits for Ray GPUs that the lost node took along.
