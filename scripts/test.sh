@@ -3,6 +3,9 @@
 # Debian's docker.io and debootstrap, a local test image), then runs, in order:
 #   lint      ansible-lint, production profile
 #   sanity    ansible-test sanity on a copy laid out as ansible_collections/gb10/serving
+#   publish   the built tarball as Galaxy would take it: no leftovers shipped, galaxy-importer
+#             passes with no warning (no containers), ansible-core range agrees, and
+#             ansible-builder create makes the execution environment's build context
 #   unit      pytest tests/unit (modules, module_utils, filters, callback)
 #   engine    rendered engine command lines against the real vLLM argument parser (.venv-engine)
 #   molecule  every scenario under molecule/ that runs on its own test hosts
@@ -10,17 +13,17 @@
 #             2-Spark cluster (deploy TP=2, re-run, drift, recover, exposure, faults), then the
 #             3-Spark cluster (deploy TP=3), then teardown
 # A slower stage, not in the default run (CI's 90 minutes on 2 cores):
-#   molecule-sim  the scenarios that drive the simulated cluster (ray_cluster, vllm_serve); the
+#   molecule-sim  the scenarios that drive the simulated cluster (ray_cluster, vllm_serve, link_check); the
 #                 e2e stage runs the same roles on the same cluster through deploy-m27.yml
-# Usage: scripts/test.sh [stage ...]   (default: lint sanity unit engine molecule e2e; `full`: all)
+# Usage: scripts/test.sh [stage ...]   (default: lint sanity publish unit engine molecule e2e; `full`: all)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(lint sanity unit engine molecule e2e)
-[ "${stages[*]}" != full ] || stages=(lint sanity unit engine molecule molecule-sim e2e)
+[ ${#stages[@]} -gt 0 ] || stages=(lint sanity publish unit engine molecule e2e)
+[ "${stages[*]}" != full ] || stages=(lint sanity publish unit engine molecule molecule-sim e2e)
 # Scenarios whose hosts are the simulated cluster (tests/sim), not test hosts of their own.
-sim_scenarios=(ray_cluster vllm_serve)
+sim_scenarios=(ray_cluster vllm_serve link_check)
 
 scripts/setup.sh
 export PATH="$top/.venv/bin:$PATH"
@@ -57,6 +60,10 @@ PY
   git ls-files -z | tar --null -T - -cf - | tar -C "$dest" -xf -
   (cd "$dest" && git init -q && git add -A && ansible-test sanity --venv --python 3.11 --requirements --color no)
 }
+
+# tests/publish builds the tarball from a copy of the checkout (with a test run's leftovers
+# planted) and runs galaxy-importer and ansible-builder on it; see tests/publish/test_publish.py.
+run_publish() { python -m pytest -q tests/publish; }
 
 run_unit() { python -m pytest -q tests/unit; }
 
