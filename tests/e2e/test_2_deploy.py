@@ -236,10 +236,69 @@ def test_drift_names_an_edited_env_file(sim_cluster, deployed, run_playbook):
     try:
         result = drift(run_playbook, sim_cluster)
         assert result.status == "failed"
-        assert findings(result) == {(head, "N1")}, result
+        # GLOO_SOCKET_IFNAME is a socket name on the cluster link (N3), one finding, no other.
+        assert findings(result) == {(head, "N3")}, result
         assert "GLOO_SOCKET_IFNAME=lo" in on_host(head, "cat", "/etc/gb10/nccl.env")
     finally:
         subprocess.run(["docker", "exec", "-i", head, "sh", "-c", "cat > /etc/gb10/nccl.env"],
+                       input=original, text=True, check=True, timeout=60)
+
+
+def user_env(tmp_path):
+    """The environment of a user who ran scripts/setup.sh and activated .venv, at the repo root
+    (ansible.cfg there); facts cached in a folder of this test's own."""
+    return dict(os.environ, PATH=os.path.join(TOP, ".venv", "bin") + os.pathsep + os.environ.get("PATH", ""),
+                ANSIBLE_COLLECTIONS_PATH=os.path.join(TOP, ".collections"), ANSIBLE_NOCOLOR="1",
+                ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
+
+
+def paste(command, env, timeout=1800):
+    """Run a printed command as a user who pasted it into a shell at the repo root."""
+    return subprocess.run(shlex.split(command), cwd=TOP, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def test_the_printed_drift_fix_runs_when_pasted(sim_cluster, deployed, tmp_path):
+    # Issue 19: a hand-edited env file on one node; the report's fix is pasted as printed and
+    # must run (the profile the drift run was given, --limit only where the playbook takes it).
+    worker = sim_cluster.hosts[1]
+    env = dict(user_env(tmp_path), GB10_DRIFT_REPORT_DIR=str(tmp_path / "report"))
+    original = on_host(worker, "cat", "/etc/gb10/nccl.env")
+    drift_command = ("ansible-playbook playbooks/drift.yml -i %s -e gb10_profile=minimax-m27-nvfp4 --check --diff"
+                     % os.path.relpath(sim_cluster.inventory, TOP))
+    on_host(worker, "sh", "-c", "sed -i 's/^GLOO_SOCKET_IFNAME=.*/GLOO_SOCKET_IFNAME=lo/' /etc/gb10/nccl.env")
+    try:
+        found = paste(drift_command, env, timeout=900)
+        assert found.returncode != 0, found.stdout[-4000:]
+        with open(str(tmp_path / "report" / "drift-report.json")) as f:
+            report = json.load(f)
+        # One finding per host and rule, under the variable's rule, naming the file on the host.
+        assert [(f["host"], f["rule"]) for f in report["findings"]] == [(worker, "N3")], report
+        finding = report["findings"][0]
+        assert "GLOO_SOCKET_IFNAME=lo" in finding["summary"] and "ansible-local" not in json.dumps(report)
+        cases = [(c.get("classname"), c.get("name"), c.find("failure") is not None)
+                 for c in ET.parse(str(tmp_path / "report" / "drift-report.xml")).getroot().iter("testcase")]
+        assert len(cases) == len({(h, r) for h, r, _failed in cases}), cases
+        assert [(h, r) for h, r, failed in cases if failed] == [(worker, "N3")], cases
+        assert {(h, r) for h, r, _failed in cases} >= {(h, r) for h in sim_cluster.hosts
+                                                       for r in ("H1", "H2", "H4", "N1", "N2", "N3", "N4", "N6", "M3", "R2")}
+        # What the summary printed is what the report holds; host prep on that node alone.
+        assert "-- fix: %s" % finding["fix"] in found.stdout
+        argv = shlex.split(finding["fix"])
+        assert argv[:2] == ["ansible-playbook", "playbooks/host-prep.yml"], argv
+        assert argv[argv.index("--limit") + 1] == worker and "--check" not in argv
+
+        engine_before = engine_process(sim_cluster.head)
+        fixed = paste(finding["fix"], env, timeout=900)
+
+        assert fixed.returncode == 0, fixed.stdout[-4000:]
+        assert on_host(worker, "cat", "/etc/gb10/nccl.env") == original
+        # Nothing restarted: the engine is the same process and drift finds nothing now.
+        assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
+        again = paste(drift_command, env, timeout=900)
+        assert again.returncode == 0, again.stdout[-4000:]
+    finally:
+        subprocess.run(["docker", "exec", "-i", worker, "sh", "-c", "cat > /etc/gb10/nccl.env"],
                        input=original, text=True, check=True, timeout=60)
 
 

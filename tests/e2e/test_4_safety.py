@@ -18,7 +18,9 @@ when test_recover.py left it serving); the last two leave the engine broken on p
 import glob
 import json
 import os
+import re
 import secrets
+import shlex
 import subprocess
 import threading
 import time
@@ -28,7 +30,7 @@ import yaml
 
 from .conftest import sim
 from .test_2_deploy import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, container_id,
-                            engine_process, on_host)
+                            engine_process, on_host, paste, user_env)
 
 SYNC_PLAY = "Sync the model over the cluster link (M3)"
 WAIT_TASK = "Wait for /health, showing progress (V7)"
@@ -239,6 +241,51 @@ def test_a_node_lost_halfway_stops_the_run_and_keeps_the_serving_engine(sim_clus
     assert engine_process(head)[:2] == engine_before[:2]
     assert healthy(head)
     assert on_host(worker, "sh", "-c", "cd %s && find . -type f | sort | xargs sha256sum" % model) == files_before
+
+
+def next_steps(stdout, host):
+    """The commands (in backticks) of the next step printed for host."""
+    lines = [line for line in stdout.splitlines() if line.startswith("  next: ") and host in line]
+    assert len(lines) == 1, stdout[-4000:]
+    return lines[0], re.findall(r"`([^`]+)`", lines[0])
+
+
+def test_the_printed_next_step_runs_when_pasted(sim_cluster, serving, tmp_path):
+    # Issue 19: a user ran deploy.yml with the profile as an extra var and lost a node. The next
+    # step repeats their own playbook, inventory and extra vars; pasted while the node is still
+    # down it fails with the same next step, pasted once it is back it succeeds.
+    head, worker = sim_cluster.hosts
+    env = user_env(tmp_path)
+    command = ("ansible-playbook playbooks/deploy.yml -i %s -e gb10_profile=minimax-m27-nvfp4"
+               % os.path.relpath(sim_cluster.inventory, TOP))
+    engine_before = engine_process(head)
+    subprocess.run(["docker", "exec", worker, "iptables", "-I", "INPUT", "1"] + SSH_REFUSED, check=True, timeout=30)
+    subprocess.run(["docker", "exec", worker, "pkill", "-f", "^sshd: root@"], check=False, timeout=30)
+    try:
+        lost = paste(command, env, timeout=900)
+        assert lost.returncode != 0, lost.stdout[-4000:]
+        assert "NEXT STEP (gb10.serving): the run stopped on" in lost.stdout and worker in lost.stdout
+        line, (ping, rerun) = next_steps(lost.stdout, worker)
+        assert shlex.split(rerun) == shlex.split(command.replace(
+            os.path.relpath(sim_cluster.inventory, TOP), sim_cluster.inventory)), rerun
+        assert shlex.split(ping)[:2] == ["ansible", worker], ping
+
+        still_down = paste(ping, env, timeout=300)
+        assert still_down.returncode != 0, still_down.stdout
+        again = paste(rerun, env, timeout=900)
+        assert again.returncode != 0, again.stdout[-4000:]
+        assert next_steps(again.stdout, worker)[0] == line
+    finally:
+        subprocess.run(["docker", "exec", worker, "iptables", "-D", "INPUT"] + SSH_REFUSED, check=False, timeout=30)
+
+    back = paste(ping, env, timeout=300)
+    assert back.returncode == 0, back.stdout
+    done = paste(rerun, env, timeout=1800)
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert "NEXT STEP" not in done.stdout
+    # The run that stopped before the launch left the serving engine alone; the re-run kept it.
+    assert engine_process(head)[:2] == engine_before[:2]
+    assert healthy(head)
 
 
 def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serving, run_playbook, tmp_path):
