@@ -13,8 +13,9 @@
 #             2-Spark cluster (deploy TP=2, re-run, drift, recover, exposure, faults), then the
 #             3-Spark cluster (deploy TP=3), then teardown
 # A slower stage, not in the default run (CI's 90 minutes on 2 cores):
-#   molecule-sim  the scenarios that drive the simulated cluster (ray_cluster, vllm_serve, link_check); the
-#                 e2e stage runs the same roles on the same cluster through deploy-m27.yml
+#   molecule-sim  the scenarios that need the simulation: its cluster (ray_cluster, vllm_serve; the
+#                 e2e stage runs the same roles on the same cluster through deploy-m27.yml) or its
+#                 serving image (link_check: both ranks on this machine's Docker)
 # Usage: scripts/test.sh [stage ...]   (default: lint sanity publish unit engine molecule e2e; `full`: all)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +23,8 @@ cd "$top"
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint sanity publish unit engine molecule e2e)
 [ "${stages[*]}" != full ] || stages=(lint sanity publish unit engine molecule molecule-sim e2e)
-# Scenarios whose hosts are the simulated cluster (tests/sim), not test hosts of their own.
+# Scenarios that need the simulation (tests/sim): its cluster as their hosts, or its 4 GB serving
+# image (link_check), not test hosts of their own.
 sim_scenarios=(ray_cluster vllm_serve link_check)
 
 scripts/setup.sh

@@ -14,7 +14,7 @@ of bandwidth B, so t = (S/B) * (2(n-1)/n) at best and B = S/t * (2(n-1)/n): a fi
 one rank's link bandwidth whatever the number of ranks. One rank moves nothing over a link: its
 busbw is 0.
 
-files/link_check/allreduce_probe.py (the program that runs in the serving image, which must not
+roles/link_check/files/allreduce_probe.py (the program that runs in the serving image, which must not
 import the collection) carries the same formula; tests/unit compares the two.
 """
 

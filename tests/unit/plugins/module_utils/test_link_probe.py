@@ -17,7 +17,7 @@ from ansible_collections.gb10.serving.plugins.module_utils.link_probe import (
 )
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-PROBE = os.path.join(TOP, 'files', 'link_check', 'allreduce_probe.py')
+PROBE = os.path.join(TOP, 'roles', 'link_check', 'files', 'allreduce_probe.py')
 
 
 def load_probe():
