@@ -39,14 +39,14 @@ def test_the_minimum_is_32_characters():
 
 
 @pytest.mark.parametrize('make', [
-    lambda: ''.join(secrets.choice(ALNUM) for _ in range(48)),   # what roles/api_key generates
+    lambda: ''.join(secrets.choice(ALNUM) for _i in range(48)),   # what roles/api_key generates
     lambda: secrets.token_hex(16),                              # openssl rand -hex 16
     lambda: secrets.token_hex(24),                              # openssl rand -hex 24 (the message's fix)
     lambda: secrets.token_urlsafe(32),
     lambda: str(uuid.uuid4()),
 ], ids=['generated-48', 'hex-32', 'hex-48', 'urlsafe', 'uuid4'])
 def test_random_keys_of_the_usual_makes_pass(make):
-    for _ in range(2000):
+    for _try in range(2000):
         key = make()
         assert key_problems(key) == [], key
 
