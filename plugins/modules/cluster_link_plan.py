@@ -146,6 +146,11 @@ drift:
   type: list
   elements: str
   sample: [enp1s0f1np1 has no IPv4 address, not 10.0.0.1/24]
+check_mode:
+  description: Whether this run is in check mode (C(--check), or C(check_mode) on the task or an include's C(apply)); the role skips its verification then.
+  returned: success
+  type: bool
+  sample: false
 detected:
   description: Net devices of the ACTIVE RDMA ports under sys_root (what ports C(detect) picks from).
   returned: success
@@ -230,6 +235,8 @@ def main():
     except (RoceError, ClusterLinkError) as exc:
         module.fail_json(msg='host %s: %s' % (params['host'], exc), problems=[str(exc)])
     result['detected'] = detected
+    # check mode as the module sees it: --check, or check_mode on the task or an include's apply
+    result['check_mode'] = module.check_mode
     try:
         links = json.loads(text)
     except ValueError:
