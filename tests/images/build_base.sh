@@ -5,7 +5,7 @@
 #
 # The image is the "host" of every molecule scenario and of the simulated Spark cluster: sshd and
 # python3 for Ansible, docker.io so a test host can run its own engine (Docker-in-Docker, see
-# ../shared/SIMULATION_NOTES.md), rsync for model_sync, kmod/procps for the host roles.
+# tests/sim/README.md, "Test hosts that run their own Docker engine"), rsync for model_sync, kmod/procps for the host roles.
 set -euo pipefail
 
 suite=bookworm
