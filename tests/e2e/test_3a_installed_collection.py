@@ -1,0 +1,109 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection as a user installs it (issue 20): the tarball `ansible-galaxy collection build`
+makes from the checkout, installed into a fresh collections path, and
+`ansible-playbook gb10.serving.deploy_m27 -i inventory/sim.ini` (the inventory's sim-cpu overlay)
+run from a folder outside the checkout, with a user's own ansible.cfg and nothing of the checkout
+on the collections path. Right after the checkout's deploy-m27.yml, it comes to the same result:
+every play runs from the installed copy, nothing fails, changed=0, the same Ray containers and the
+same engine process (O2), and the run writes nothing inside the installed collection.
+
+Runs after test_3_recover.py, which leaves the cluster serving, so both runs are cheap no-ops;
+test_4_safety.py after it finds the cluster serving too.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .test_2_deploy import HEAD, PLAYBOOK, WORKER, assert_succeeded, container_id, engine_process
+from .test_4_safety import healthy
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+# The tarball as tests/publish builds it (a copy of the files git tracks, then
+# `ansible-galaxy collection build`).
+_spec = importlib.util.spec_from_file_location("gb10_publish_collection", os.path.join(TOP, "tests", "publish", "collection.py"))
+publish = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(publish)
+# What a user writes in their own ansible.cfg for these hosts (no fact cache, no checkout paths).
+USER_CFG = """[defaults]
+forks = 16
+host_key_checking = False
+retry_files_enabled = False
+interpreter_python = auto_silent
+callbacks_enabled = gb10.serving.drift_report, gb10.serving.next_step
+stdout_callback = ansible.posix.json
+
+[ssh_connection]
+pipelining = True
+ssh_args = -o ControlMaster=auto -o ControlPersist=120s -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no
+"""
+
+
+@pytest.fixture(scope="module")
+def serving(sim_cluster, run_playbook):
+    """The cluster as the checkout's deploy-m27.yml leaves it: a no-op run on the cluster
+    test_3_recover.py left serving; it (re)deploys whatever an earlier module left otherwise (a
+    stopped worker, an engine started with another key)."""
+    assert_succeeded(run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=3000), sim_cluster.hosts)
+    assert healthy(sim_cluster.head)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(collections path, installed collection's folder) of the built tarball."""
+    base = tmp_path_factory.mktemp("installed")
+    tarball = publish.build(str(base / "build"))
+    collections = base / "collections"
+    # --no-deps: community.docker, ansible.posix and community.general come with the PyPI
+    # `ansible` package (Galaxy is not reachable here); --force: the checkout's link on the
+    # configured paths is no reason to skip.
+    subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--force", "--no-deps", "-p",
+                    str(collections), tarball], check=True, capture_output=True, timeout=300)
+    path = collections / "ansible_collections" / "gb10" / "serving"
+    assert (path / "MANIFEST.json").is_file()
+    return collections, path
+
+
+def files_under(path):
+    return sorted(os.path.relpath(os.path.join(d, f), str(path)) for d, _dirs, fs in os.walk(str(path)) for f in fs
+                  if "__pycache__" not in d)
+
+
+def test_the_installed_collection_redeploys_to_the_same_result(sim_cluster, serving, installed, tmp_path):
+    collections, path = installed
+    before_files = files_under(path)
+    ray_before = {h: container_id(h, HEAD if h == sim_cluster.head else WORKER) for h in sim_cluster.hosts}
+    engine_before = engine_process(sim_cluster.head)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "ansible.cfg").write_text(USER_CFG)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_CONFIG=str(work / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(collections),
+               ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + env.get("PATH", ""))
+
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "gb10.serving.deploy_m27",
+                           "-i", os.path.join(TOP, sim_cluster.inventory)],
+                          cwd=str(work), env=env, capture_output=True, text=True, timeout=1800, check=False)
+
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    # The json callback's document; raw_decode leaves whatever a callback printed after it.
+    run = json.JSONDecoder().raw_decode(proc.stdout, proc.stdout.index("{"))[0]
+    stats = run["stats"]
+    for host in sim_cluster.hosts:
+        assert stats[host]["failures"] == 0 and stats[host]["unreachable"] == 0, stats
+    assert {h: stats[h]["changed"] for h in sim_cluster.hosts} == {h: 0 for h in sim_cluster.hosts}, stats
+    # Every play and task came from the installed copy, none from the checkout.
+    paths = [p["play"]["path"] for p in run["plays"]] + [t["task"]["path"] for p in run["plays"] for t in p["tasks"]]
+    assert paths and all(p.startswith(str(path)) for p in paths if p), [p for p in paths if not p.startswith(str(path))][:5]
+    # The same containers and the very same engine process (O2), as the checkout's re-run gives.
+    assert {h: container_id(h, HEAD if h == sim_cluster.head else WORKER) for h in sim_cluster.hosts} == ray_before
+    assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
+    assert healthy(sim_cluster.head)
+    # Nothing written inside the installed collection (logs, reports, caches).
+    assert files_under(path) == before_files
