@@ -1,0 +1,188 @@
+# -*- coding: utf-8 -*-
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Plan of role serving_image: which node is the source of the profile's image, whether it must be
+pulled there first, and which nodes need a copy over the cluster link (issue 17).
+
+Pure functions over what each node reported (image ID, cluster address, whether its cluster-key
+gate lets a peer run ``docker load``, its Docker version); no I/O. Every refusal names the host,
+the variable and the fix, and comes before anything changes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+GATE = '/usr/local/sbin/gb10-cluster-ssh-gate'
+CLIENT = '/usr/local/sbin/gb10-cluster-ssh'
+# `docker load` decompresses zstd from Docker 23.0 on (moby PR 41759); gzip it always has.
+ZSTD_MIN_DOCKER = 23
+
+
+class ServingImageError(Exception):
+    """Bad input the role refuses before anything changes."""
+
+
+def is_registry_reference(image):
+    """True when the name's first component is a registry host (has '.' or ':' or is localhost),
+    as Docker's reference grammar reads it: nvcr.io/nvidia/vllm:25.09-py3, localhost:5000/x.
+    A bare name (vllm-node:latest) or a Docker Hub path (eugr/x) is not: such images are built
+    locally in the field, and a pull would fetch something else from Docker Hub or fail."""
+    image = (image or '').strip()
+    if '/' not in image:
+        return False
+    first = image.split('/', 1)[0]
+    return '.' in first or ':' in first or first == 'localhost'
+
+
+def docker_major(version):
+    """Major number of a Docker server version ('28.3.1' -> 28, '20.10.24+dfsg1' -> 20); 0 unknown."""
+    match = re.match(r'\s*(\d+)', str(version or ''))
+    return int(match.group(1)) if match else 0
+
+
+def choose_compression(wanted, source_has_zstd, target_versions):
+    """zstd or gzip for the stream into the targets' `docker load` (the gate runs it as is, so
+    the compression must be one the target's Docker reads itself)."""
+    if wanted in ('zstd', 'gzip'):
+        return wanted
+    if source_has_zstd and target_versions and all(docker_major(v) >= ZSTD_MIN_DOCKER for v in target_versions):
+        return 'zstd'
+    return 'gzip'
+
+
+def _node(entry):
+    return {
+        'host': str(entry.get('host') or ''),
+        'id': str(entry.get('id') or ''),
+        'cluster_ip': str(entry.get('cluster_ip') or '').strip(),
+        'gate_load': bool(entry.get('gate_load')),
+        'client': bool(entry.get('client')),
+        'zstd': bool(entry.get('zstd')),
+        'docker_version': str(entry.get('docker_version') or ''),
+    }
+
+
+def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_cluster', compression='auto'):
+    """Decide what happens on each node.
+
+    image: the profile's image reference. nodes: one dict per host in the group's order, with
+    host, id (image ID or ''), cluster_ip, gate_load (the host's gate allows docker load),
+    client (the host has the cluster ssh client), zstd (the host has zstd), docker_version (its
+    Docker server version). source: the preferred source host ('' = the
+    first host, the head). pull: 'auto' (pull a registry reference only), 'always' (pull any
+    name), 'never'.
+
+    compression: 'auto' (zstd when the source has it and every target's Docker reads it, else
+    gzip), 'zstd' or 'gzip'.
+
+    Returns a dict: source, source_id ('' when it is pulled first), pull (bool), targets (hosts
+    that get a copy), targets_ip {host: cluster address}, compression, actions {host: had|pull|copy|source}, problems (refusals; empty when the
+    plan may run), changed (bool).
+    """
+    nodes = [_node(n) for n in nodes or []]
+    hosts = [n['host'] for n in nodes]
+    by_host = dict((n['host'], n) for n in nodes)
+    result = {'image': image, 'source': '', 'source_id': '', 'pull': False, 'targets': [],
+              'targets_ip': {}, 'compression': '', 'actions': {}, 'problems': [], 'changed': False}
+    problems = result['problems']
+    if not (image or '').strip():
+        problems.append('serving_image_name is empty: the role copies the profile\'s image. Fix: set '
+                        'serving_image_name to the profile\'s `image` (deploy.yml passes it).')
+        return result
+    if not nodes:
+        problems.append('group %s has no hosts in this run. Fix: run the role on every host of %s.' % (group, group))
+        return result
+    if pull not in ('auto', 'always', 'never'):
+        problems.append('serving_image_pull=%s must be auto, always or never.' % pull)
+        return result
+    if compression not in ('auto', 'zstd', 'gzip'):
+        problems.append('serving_image_compression=%s must be auto, zstd or gzip.' % compression)
+        return result
+    preferred = source or hosts[0]
+    if preferred not in by_host:
+        problems.append('serving_image_source=%s is not a host of %s in this run (%s). Fix: name one of '
+                        'them, or leave it empty for the head (%s).'
+                        % (preferred, group, ', '.join(hosts), hosts[0]))
+        return result
+
+    holders = [h for h in hosts if by_host[h]['id']]
+    if by_host[preferred]['id']:
+        src = preferred
+    elif holders:
+        ids = sorted(set(by_host[h]['id'] for h in holders))
+        if len(ids) > 1:
+            problems.append(
+                'image %s is not on the source %s, and the hosts that have it disagree on its ID (%s): '
+                'which one is right is not for the role to guess. Fix: set serving_image_source to the '
+                'host whose image is right, or remove the wrong one (docker rmi on that host).'
+                % (image, preferred, ', '.join('%s=%s' % (h, by_host[h]['id'][:19]) for h in holders)))
+            return result
+        # Copy from a node that has it: cheaper than a pull, and nothing is pulled where it exists.
+        src = holders[0]
+    else:
+        src = preferred
+        may_pull = pull == 'always' or (pull == 'auto' and is_registry_reference(image))
+        if not may_pull:
+            if build_recipe:
+                how = ('serving_image_build_recipe=%s names a build recipe, which this role does not run '
+                       '(not implemented: build it on %s yourself, e.g. with the community\'s '
+                       'build-and-copy.sh)' % (build_recipe, src))
+            elif pull == 'never':
+                how = 'serving_image_pull=never'
+            else:
+                how = ('it is not a registry reference to pull (serving_image_pull=auto pulls only names '
+                       'with a registry host, e.g. nvcr.io/nvidia/vllm:25.09-py3)')
+            problems.append(
+                'image %s is on no host of %s (%s) and there is no way to get it: %s. Fix: load or build '
+                'it on %s (docker load -i <file>, or the community\'s build-and-copy.sh); the role then '
+                'copies it to the other nodes. Or set serving_image_pull=always to pull it from Docker Hub.'
+                % (image, group, ', '.join(hosts), how, src))
+            return result
+        result['pull'] = True
+
+    result['source'] = src
+    result['source_id'] = by_host[src]['id']
+    for host in hosts:
+        if host == src:
+            result['actions'][host] = 'pull' if result['pull'] else 'had'
+        elif by_host[host]['id'] and by_host[host]['id'] == result['source_id']:
+            result['actions'][host] = 'had'
+        else:
+            result['actions'][host] = 'copy'
+            result['targets'].append(host)
+
+    if result['targets']:
+        need_ip = [src] + result['targets']
+        for host in need_ip:
+            if not by_host[host]['cluster_ip']:
+                problems.append('host %s: gb10_cluster_ip is not set; the image is copied over the cluster '
+                                'link only (serving_image_copy needs %s). Fix: set gb10_cluster_ip in the '
+                                'inventory (role gb10.serving.cluster_link puts it on the link).'
+                                % (host, 'its address' if host != src else 'the source\'s address'))
+        if not by_host[src]['client']:
+            problems.append('host %s: %s is missing; the copy runs over the cluster key that role '
+                            'gb10.serving.cluster_link sets up. Fix: run that role first '
+                            '(cluster_link_ssh_trust: true).' % (src, CLIENT))
+        for host in result['targets']:
+            if not by_host[host]['gate_load']:
+                problems.append('host %s: its cluster-key gate (%s) does not let a peer run `docker load`, '
+                                'so %s cannot copy %s there. Fix: run role gb10.serving.cluster_link with '
+                                'cluster_link_ssh_docker_load: true.' % (host, GATE, src, image))
+        result['targets_ip'] = dict((h, by_host[h]['cluster_ip']) for h in result['targets'])
+        result['compression'] = choose_compression(
+            compression, by_host[src]['zstd'], [by_host[h]['docker_version'] for h in result['targets']])
+    result['changed'] = not problems and (result['pull'] or bool(result['targets']))
+    return result
+
+
+def transfer_report(stats):
+    """Per-target transfer numbers from the copy helper's output line:
+    'bytes=<sent> seconds=<elapsed>' -> dict with bytes, seconds and MB/s (1 MB = 10**6 bytes)."""
+    found = dict(re.findall(r'(bytes|seconds)=([0-9.]+)', stats or ''))
+    sent = int(float(found.get('bytes', 0)))
+    seconds = round(float(found.get('seconds', 0)), 3)
+    rate = round(sent / seconds / 1e6, 2) if seconds > 0 else 0.0
+    return {'bytes': sent, 'seconds': seconds, 'mb_per_s': rate}

@@ -1,0 +1,128 @@
+"""Planner of role serving_image (issue 17): the source node, a pull only where nobody has the
+image, copies only to nodes that lack it or hold a different ID, refusals before anything changes."""
+from ansible_collections.gb10.serving.plugins.module_utils import serving_image as si
+
+ID_A = 'sha256:' + 'a' * 64
+ID_B = 'sha256:' + 'b' * 64
+
+
+def node(host, image_id='', ip=None, gate=True, client=True, zstd=True, docker='28.3.1'):
+    return {'host': host, 'id': image_id, 'cluster_ip': ip if ip is not None else '10.0.0.%s' % host[-1],
+            'gate_load': gate, 'client': client, 'zstd': zstd, 'docker_version': docker}
+
+
+def test_registry_reference():
+    assert si.is_registry_reference('nvcr.io/nvidia/vllm:25.09-py3')
+    assert si.is_registry_reference('localhost:5000/vllm-node:latest')
+    assert si.is_registry_reference('localhost/x')
+    assert not si.is_registry_reference('vllm-node:latest')
+    assert not si.is_registry_reference('eugr/spark-vllm-docker:latest')
+    assert not si.is_registry_reference('')
+
+
+def test_all_have_the_same_id_is_nothing_to_do():
+    p = si.plan('vllm-node:latest', [node('spark1', ID_A), node('spark2', ID_A), node('spark3', ID_A)])
+    assert p['problems'] == []
+    assert p['source'] == 'spark1' and not p['pull'] and p['targets'] == []
+    assert p['actions'] == {'spark1': 'had', 'spark2': 'had', 'spark3': 'had'}
+    assert p['changed'] is False
+
+
+def test_missing_and_different_ids_get_a_copy_from_the_head():
+    p = si.plan('vllm-node:latest', [node('spark1', ID_A), node('spark2'), node('spark3', ID_B)])
+    assert p['problems'] == []
+    assert p['source'] == 'spark1' and p['source_id'] == ID_A
+    assert p['targets'] == ['spark2', 'spark3']
+    assert p['targets_ip'] == {'spark2': '10.0.0.2', 'spark3': '10.0.0.3'}
+    assert p['actions'] == {'spark1': 'had', 'spark2': 'copy', 'spark3': 'copy'}
+    assert p['changed'] is True
+
+
+def test_source_variable_wins_over_the_head():
+    p = si.plan('vllm-node:latest', [node('spark1', ID_B), node('spark2', ID_A)], source='spark2')
+    assert p['source'] == 'spark2' and p['targets'] == ['spark1']
+
+
+def test_head_without_the_image_copies_from_a_holder_instead_of_pulling():
+    p = si.plan('nvcr.io/nvidia/vllm:25.09-py3', [node('spark1'), node('spark2', ID_A)])
+    assert p['problems'] == [] and not p['pull']
+    assert p['source'] == 'spark2' and p['targets'] == ['spark1']
+
+
+def test_holders_that_disagree_without_the_source_are_refused():
+    p = si.plan('vllm-node:latest', [node('spark1'), node('spark2', ID_A), node('spark3', ID_B)])
+    assert len(p['problems']) == 1
+    assert 'disagree' in p['problems'][0] and 'serving_image_source' in p['problems'][0]
+    assert p['changed'] is False
+
+
+def test_registry_reference_missing_everywhere_is_pulled_on_the_source_only():
+    p = si.plan('nvcr.io/nvidia/vllm:25.09-py3', [node('spark1'), node('spark2')])
+    assert p['problems'] == [] and p['pull'] and p['source'] == 'spark1'
+    assert p['actions'] == {'spark1': 'pull', 'spark2': 'copy'}
+    assert p['targets'] == ['spark2'] and p['source_id'] == ''
+
+
+def test_local_name_missing_everywhere_is_refused_naming_host_variable_and_fix():
+    p = si.plan('vllm-node:latest', [node('spark1'), node('spark2')])
+    assert len(p['problems']) == 1
+    msg = p['problems'][0]
+    assert 'vllm-node:latest is on no host of gb10_cluster (spark1, spark2)' in msg
+    assert 'serving_image_pull' in msg and 'Fix: load or build it on spark1' in msg
+    assert p['changed'] is False
+
+
+def test_pull_always_pulls_a_local_name_and_never_refuses_a_registry_one():
+    assert si.plan('vllm-node:latest', [node('spark1'), node('spark2')], pull='always')['pull']
+    p = si.plan('nvcr.io/nvidia/vllm:25.09-py3', [node('spark1'), node('spark2')], pull='never')
+    assert 'serving_image_pull=never' in p['problems'][0]
+
+
+def test_a_build_recipe_is_refused_as_not_implemented():
+    p = si.plan('vllm-node:latest', [node('spark1'), node('spark2')], build_recipe='docker/Dockerfile')
+    assert 'serving_image_build_recipe=docker/Dockerfile' in p['problems'][0]
+    assert 'does not run' in p['problems'][0]
+
+
+def test_a_target_without_cluster_ip_is_refused():
+    p = si.plan('vllm-node:latest', [node('spark1', ID_A), node('spark2', ip='')])
+    assert any(m.startswith('host spark2: gb10_cluster_ip is not set') for m in p['problems'])
+    assert p['changed'] is False
+
+
+def test_cluster_ip_is_not_needed_when_nothing_is_copied():
+    p = si.plan('vllm-node:latest', [node('spark1', ID_A, ip=''), node('spark2', ID_A, ip='')])
+    assert p['problems'] == []
+
+
+def test_a_gate_without_docker_load_and_a_source_without_the_client_are_refused():
+    p = si.plan('vllm-node:latest', [node('spark1', ID_A, client=False), node('spark2', gate=False)])
+    text = ' | '.join(p['problems'])
+    assert 'host spark1: /usr/local/sbin/gb10-cluster-ssh is missing' in text
+    assert 'host spark2: its cluster-key gate' in text and 'cluster_link_ssh_docker_load: true' in text
+
+
+def test_source_not_in_the_run_and_bad_choices_are_refused():
+    assert 'serving_image_source=spark9' in si.plan('x.io/a:1', [node('spark1')], source='spark9')['problems'][0]
+    assert 'serving_image_pull=sometimes' in si.plan('x.io/a:1', [node('spark1')], pull='sometimes')['problems'][0]
+    assert 'serving_image_compression=xz' in si.plan('x.io/a:1', [node('spark1')], compression='xz')['problems'][0]
+    assert 'serving_image_name is empty' in si.plan('', [node('spark1')])['problems'][0]
+    assert 'has no hosts' in si.plan('a', [])['problems'][0]
+
+
+def test_compression_zstd_only_when_every_target_docker_reads_it():
+    nodes = [node('spark1', ID_A), node('spark2', docker='28.3.1'), node('spark3', docker='27.0.3')]
+    assert si.plan('a', nodes)['compression'] == 'zstd'
+    nodes[2]['docker_version'] = '20.10.24+dfsg1'
+    assert si.plan('a', nodes)['compression'] == 'gzip'
+    nodes[0]['zstd'] = False
+    nodes[2]['docker_version'] = '28.0.0'
+    assert si.plan('a', nodes)['compression'] == 'gzip'
+    assert si.plan('a', nodes, compression='zstd')['compression'] == 'zstd'
+
+
+def test_docker_major_and_transfer_report():
+    assert si.docker_major('20.10.24+dfsg1') == 20 and si.docker_major('') == 0
+    r = si.transfer_report('bytes=52428800 seconds=2.5')
+    assert r == {'bytes': 52428800, 'seconds': 2.5, 'mb_per_s': 20.97}
+    assert si.transfer_report('')['mb_per_s'] == 0.0
