@@ -177,12 +177,3 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     result['changed'] = not problems and (result['pull'] or bool(result['targets']))
     return result
 
-
-def transfer_report(stats):
-    """Per-target transfer numbers from the copy helper's output line:
-    'bytes=<sent> seconds=<elapsed>' -> dict with bytes, seconds and MB/s (1 MB = 10**6 bytes)."""
-    found = dict(re.findall(r'(bytes|seconds)=([0-9.]+)', stats or ''))
-    sent = int(float(found.get('bytes', 0)))
-    seconds = round(float(found.get('seconds', 0)), 3)
-    rate = round(sent / seconds / 1e6, 2) if seconds > 0 else 0.0
-    return {'bytes': sent, 'seconds': seconds, 'mb_per_s': rate}
