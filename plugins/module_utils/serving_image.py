@@ -176,4 +176,3 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
             compression, by_host[src]['zstd'], [by_host[h]['docker_version'] for h in result['targets']])
     result['changed'] = not problems and (result['pull'] or bool(result['targets']))
     return result
-

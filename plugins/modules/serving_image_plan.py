@@ -62,7 +62,7 @@ options:
     type: bool
     default: true
 author:
-  - gb10.serving contributors
+  - gb10.serving developers (@gb10-serving)
 attributes:
   check_mode:
     support: full
@@ -153,11 +153,13 @@ def main():
     result = plan(p['image'], p['nodes'], source=p['source'], pull=p['pull'],
                   build_recipe=p['build_recipe'], group=p['group'], compression=p['compression'])
     # "changed" of the plan is what the role will do; the module itself changes nothing.
-    result['would_change'] = result.pop('changed')
-    if result['problems'] and p['fail_on_problems']:
-        module.fail_json(msg='serving image refused before anything changed: %s'
-                         % ' | '.join(result['problems']), **result)
-    module.exit_json(changed=False, **result)
+    out = dict((k, v) for k, v in result.items() if k != 'changed')
+    out['would_change'] = result['changed']
+    if out['problems'] and p['fail_on_problems']:
+        out['msg'] = 'serving image refused before anything changed: %s' % ' | '.join(out['problems'])
+        module.fail_json(**out)
+    out['changed'] = False
+    module.exit_json(**out)
 
 
 if __name__ == '__main__':
