@@ -15,7 +15,8 @@ description:
   - Active only in plays that set C(gb10_drift_report=true) (as C(playbooks/drift.yml) does), so it
     can stay enabled for every run.
   - A task that fails, or that reports C(changed) while the run is in check mode, is drift on that
-    host. The rule is the ID the task name ends with, for example C(Driver packages are held (H1)).
+    host. A check that ignores its failure (so that the host's other checks still run) is drift all
+    the same when its name carries a rule; an ignored failure without a rule is not. The rule is the ID the task name ends with, for example C(Driver packages are held (H1)).
   - Each check of a host counts once per rule; the changed variables of the NCCL/Gloo env file
     come to the rule each belongs to (filter C(gb10.serving.nccl_env_drift)). A role step run in
     check mode without a rule in its name is no finding by itself (the check after it reports it).
@@ -85,7 +86,7 @@ import os
 
 from ansible import context
 from ansible.plugins.callback import CallbackBase
-from ansible_collections.gb10.serving.plugins.plugin_utils.drift import DriftReport
+from ansible_collections.gb10.serving.plugins.plugin_utils.drift import DriftReport, rule_of
 
 
 class CallbackModule(CallbackBase):
@@ -128,8 +129,14 @@ class CallbackModule(CallbackBase):
             self._report.ok(host, task)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
-        if self._active and self._report and not ignore_errors:
-            self._report.failed(*self._host_task(result), result=result._result)
+        # A drift check ignores its own failure so that the host's other checks still run: with a
+        # rule in its name it is a finding all the same. An ignored failure without one is a
+        # role's expected failure, no drift.
+        if not (self._active and self._report):
+            return
+        host, task = self._host_task(result)
+        if not ignore_errors or rule_of(task) != 'general':
+            self._report.failed(host, task, result=result._result)
 
     def v2_runner_on_unreachable(self, result):
         if self._active and self._report:

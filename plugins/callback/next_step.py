@@ -19,8 +19,9 @@ description:
     own playbook, inventory, extra vars and options (C(--limit), C(--check), vault, connection);
     secrets given as extra vars (C(gb10_api_key), C(gb10_hf_token), anything named like a
     password or token) are left out of the command and named as such.
-  - Quiet on a run that succeeded, and in plays that set C(gb10_drift_report=true) (the
-    C(gb10.serving.drift_report) callback reports those).
+  - Quiet on a run that succeeded, and from the first play that sets C(gb10_drift_report=true) to
+    the end of the run (the C(gb10.serving.drift_report) callback reports a drift run's findings
+    with their fixes).
 author:
   - gb10.serving developers (@gb10-serving)
 requirements:
@@ -54,7 +55,9 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_play_start(self, play):
         self._play = play.get_name()
         play_vars = play.vars if isinstance(play.vars, dict) else {}
-        self._quiet = str(play_vars.get('gb10_drift_report', '')).lower() in ('true', '1', 'yes')
+        # Quiet from the first drift play on: the verdict play that follows them in drift.yml
+        # fails the drifted hosts, and the drift report already names each one's fix.
+        self._quiet = self._quiet or str(play_vars.get('gb10_drift_report', '')).lower() in ('true', '1', 'yes')
 
     def _remember(self, kind, result):
         if self._quiet:
