@@ -1,7 +1,11 @@
 import shlex
 from xml.etree import ElementTree
 
+import pytest
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.gb10.serving.plugins.filter.nccl_env_drift import nccl_env_drift
+from ansible_collections.gb10.serving.plugins.filter.nccl_env_wanted import nccl_env_wanted
 from ansible_collections.gb10.serving.plugins.plugin_utils.drift import (
     DriftReport, env_drift, fix_command, fix_kind, rule_of)
 
@@ -133,6 +137,16 @@ def test_the_filter_reads_the_template_result():
     assert nccl_env_drift(result) == {'N3': ['VLLM_HOST_IP=127.0.0.1, the deploy writes VLLM_HOST_IP=10.0.0.2']}
     assert nccl_env_drift({'changed': False}) == {}
     assert list(nccl_env_drift({'changed': True})) == ['N1']
+
+
+def test_the_env_the_deploy_writes_comes_from_the_diff_not_the_host():
+    # drift.yml compares the Ray containers with this (R2), so an edited file is no R2 finding.
+    edited = SOCKET_ENV.replace('GLOO_SOCKET_IFNAME=eth0', 'GLOO_SOCKET_IFNAME=lo')
+    wanted = nccl_env_wanted({'changed': True, 'diff': [{'before': edited, 'after': SOCKET_ENV}]})
+    assert wanted['GLOO_SOCKET_IFNAME'] == 'eth0' and wanted['VLLM_HOST_IP'] == '10.0.0.2'
+    assert len(wanted) == 9  # every variable, no comment line
+    with pytest.raises(AnsibleFilterError, match='no diff'):
+        nccl_env_wanted({'changed': True})
 
 
 def test_clean_run_says_so():
