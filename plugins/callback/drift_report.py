@@ -16,7 +16,8 @@ description:
     can stay enabled for every run.
   - A task that fails, or that reports C(changed) while the run is in check mode, is drift on that
     host. A check that ignores its failure (so that the host's other checks still run) is drift all
-    the same when its name carries a rule; an ignored failure without a rule is not. The rule is the ID the task name ends with, for example C(Driver packages are held (H1)).
+    the same when its name carries a rule; an ignored failure without a rule is not. The rule is
+    the ID the task name ends with, for example C(Driver packages are held (H1)).
   - Each check of a host counts once per rule; the changed variables of the NCCL/Gloo env file
     come to the rule each belongs to (filter C(gb10.serving.nccl_env_drift)). A role step run in
     check mode without a rule in its name is no finding by itself (the check after it reports it).

@@ -18,7 +18,7 @@ description:
     with diff on (as C(playbooks/drift.yml) does), and returns the variables of the file the deploy
     writes (the diff's C(after) side) as a dictionary.
   - C(playbooks/drift.yml) compares the Ray containers with these, not with a hand-edited file on
-    the host: the edit is drift of the file (N1-N6), the containers still run with what the deploy
+    the host. The edit is drift of the file (N1-N6); the containers still run with what the deploy
     gave them (R2).
   - Fails when the result has no diff (the task ran without diff, or did not change).
 options:
