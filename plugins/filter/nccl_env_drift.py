@@ -40,7 +40,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gb10.serving.plugins.plugin_utils.drift import env_drift
+from ansible_collections.gb10.serving.plugins.plugin_utils.drift import env_drift, template_diffs
 
 
 def nccl_env_drift(result):
@@ -48,8 +48,7 @@ def nccl_env_drift(result):
         raise AnsibleFilterError('nccl_env_drift: input must be the registered result of the template task')
     if not result.get('changed'):
         return {}
-    diff = result.get('diff')
-    diffs = [d for d in (diff if isinstance(diff, list) else [diff]) if isinstance(d, dict) and 'after' in d]
+    diffs = template_diffs(result)
     if not diffs:
         return {'N1': ['the file differs from what the deploy writes (no diff to say which variables: run with --diff)']}
     out = {}

@@ -45,14 +45,13 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gb10.serving.plugins.plugin_utils.drift import parse_env
+from ansible_collections.gb10.serving.plugins.plugin_utils.drift import parse_env, template_diffs
 
 
 def nccl_env_wanted(result):
     if not isinstance(result, dict):
         raise AnsibleFilterError('nccl_env_wanted: input must be the registered result of the template task')
-    diff = result.get('diff')
-    diffs = [d for d in (diff if isinstance(diff, list) else [diff]) if isinstance(d, dict) and 'after' in d]
+    diffs = template_diffs(result)
     if not diffs:
         raise AnsibleFilterError('nccl_env_wanted: the result has no diff; run the template task with diff on')
     return parse_env(diffs[-1].get('after') or '')

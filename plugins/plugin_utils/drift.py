@@ -88,6 +88,12 @@ def parse_env(text):
     return out
 
 
+def template_diffs(result):
+    """The diff entries (dicts with 'before'/'after') of a registered template result run with diff on."""
+    diff = result.get('diff')
+    return [d for d in (diff if isinstance(diff, list) else [diff]) if isinstance(d, dict) and 'after' in d]
+
+
 def env_rule(key, wanted):
     """The rule a variable of the NCCL/Gloo env file comes from; wanted = {KEY: VALUE} the deploy
     writes. A variable the deploy does not write is N1's (the file pins NCCL, N1)."""
