@@ -14,6 +14,9 @@ of bandwidth B, so t = (S/B) * (2(n-1)/n) at best and B = S/t * (2(n-1)/n): a fi
 one rank's link bandwidth whatever the number of ranks. One rank moves nothing over a link: its
 busbw is 0.
 
+The reference is plain TCP between the same cluster addresses (each rank to rank 0, one at a time,
+the probe's "tcp" entry): a collective far under it took another wire than the cluster link.
+
 roles/link_check/files/allreduce_probe.py (the program that runs in the serving image, which must not
 import the collection) carries the same formula; tests/unit compares the two.
 """
@@ -77,3 +80,25 @@ def below_floor(result, floor_gbit):
         return None
     return ('all-reduce busbw %.1f Gb/s over %d ranks (%d bytes in %.4f s) is below the floor of '
             '%.1f Gb/s' % (got, result['world_size'], result['bytes'], result['seconds_per_iter'], floor_gbit))
+
+
+def tcp_reference(result):
+    """(lowest plain-TCP Gb/s to rank 0 over the probe's peers or None, every peer's error)."""
+    tcp = result.get('tcp') or {}
+    figures = [peer['gbit_s'] for peer in tcp.get('peers', []) if 'gbit_s' in peer]
+    errors = ['rank %s (%s): %s' % (peer.get('rank'), peer.get('host'), peer['error'])
+              for peer in tcp.get('peers', []) if 'error' in peer]
+    return (min(figures) if figures else None), errors
+
+
+def below_tcp_share(result, share):
+    """None when the result's busbw reaches share x the plain-TCP reference (or there is none, or
+    share is 0), else why not, with both figures."""
+    reference = tcp_reference(result)[0]
+    if not share or reference is None:
+        return None
+    got = gbit_per_s(bus_bandwidth(result['bytes'], result['seconds_per_iter'], result['world_size'])[1])
+    if got >= share * reference:
+        return None
+    return ('all-reduce busbw %.1f Gb/s is below %g x %.1f Gb/s, the plain TCP figure between the same '
+            'cluster addresses' % (got, share, reference))

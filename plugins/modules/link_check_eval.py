@@ -16,7 +16,8 @@ description:
   - NCCL on the wrong wire fails nothing, it is only slow (rule N5; ~6 tok/s at TP=3 over the 1 GbE
     management NIC). Reads what the probe of the C(link_check) role printed on this node (its
     C(GB10_LINK_PROBE) JSON line and, under NCCL, NCCL's init lines) and returns the bus bandwidth,
-    the transport each NCCL process took, and every problem found.
+    the plain TCP figure the probe measured between the same cluster addresses, the transport each
+    NCCL process took, and every problem found.
   - Bus bandwidth as nccl-tests defines it for all-reduce, S/t times 2(n-1)/n for n ranks.
   - Computes only; never reports C(changed) and never fails on a low figure (the role does, naming
     every node). Fails only on output that holds no probe result.
@@ -34,6 +35,12 @@ options:
     description: Lowest acceptable busbw in Gb/s for this transport.
     type: float
     required: true
+  tcp_share:
+    description:
+      - Lowest acceptable busbw as a share of the plain TCP figure the probe measured between the
+        same cluster addresses (its C(tcp) entry). C(0) does not compare.
+    type: float
+    default: 0
   cluster_iface:
     description: The cluster interface; NCCL's sockets elsewhere are a problem (N3, N5).
     type: str
@@ -60,6 +67,7 @@ EXAMPLES = r'''
     output: "{{ link_check_run.container.Output }}"
     transport: roce
     floor_gbit: 50
+    tcp_share: 0
     cluster_iface: enp1s0f1np1
     hcas: [rocep1s0f1, roceP2p1s0f1]
   register: link_check_eval
@@ -80,6 +88,20 @@ below_floor:
   description: Why the figure is below O(floor_gbit), or null.
   returned: always
   type: str
+tcp_gbit:
+  description: The lowest plain TCP figure to rank 0 in Gb/s, or null where the probe measured none.
+  returned: always
+  type: float
+  sample: 9.4
+tcp_errors:
+  description: Ranks whose TCP reference failed, with the error.
+  returned: always
+  type: list
+  elements: str
+below_tcp_share:
+  description: Why the figure is below O(tcp_share) times RV(tcp_gbit), or null.
+  returned: always
+  type: str
 nccl:
   description: One line per NCCL process in the output, what it took (empty under Gloo).
   returned: always
@@ -97,9 +119,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gb10.serving.plugins.module_utils.link_probe import (
     LinkProbeError,
     below_floor,
+    below_tcp_share,
     bus_bandwidth,
     gbit_per_s,
     parse_probe_output,
+    tcp_reference,
 )
 from ansible_collections.gb10.serving.plugins.module_utils.nccl_log import (
     NcclLogError,
@@ -115,6 +139,7 @@ def main():
             output=dict(type='str', required=True),
             transport=dict(type='str', required=True, choices=['roce', 'roce_ring', 'socket']),
             floor_gbit=dict(type='float', required=True),
+            tcp_share=dict(type='float', default=0.0),
             cluster_iface=dict(type='str'),
             hcas=dict(type='list', elements='str'),
         ),
@@ -125,6 +150,8 @@ def main():
         probe = parse_probe_output(params['output'])[0]
         busbw = gbit_per_s(bus_bandwidth(probe['bytes'], probe['seconds_per_iter'], probe['world_size'])[1])
         low = below_floor(probe, params['floor_gbit'])
+        low_share = below_tcp_share(probe, params['tcp_share'])
+        tcp_gbit, tcp_errors = tcp_reference(probe)
     except LinkProbeError as exc:
         module.fail_json(msg='%s; the probe printed: %s' % (exc, params['output'][-2000:]))
     nccl, problems = [], []
@@ -137,8 +164,9 @@ def main():
             nccl = [describe(proc) for proc in parsed['processes']]
             problems = check_transport(parsed, params['transport'], cluster_iface=params['cluster_iface'] or None,
                                        hcas=params['hcas'] or None)
-    module.exit_json(changed=False, probe=probe, busbw_gbit=round(busbw, 3), below_floor=low, nccl=nccl,
-                     nccl_problems=problems)
+    module.exit_json(changed=False, probe=probe, busbw_gbit=round(busbw, 3), below_floor=low,
+                     tcp_gbit=None if tcp_gbit is None else round(tcp_gbit, 3), tcp_errors=tcp_errors,
+                     below_tcp_share=low_share, nccl=nccl, nccl_problems=problems)
 
 
 if __name__ == '__main__':

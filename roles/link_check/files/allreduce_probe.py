@@ -17,6 +17,11 @@ all-reduce (doc/PERFORMANCE.md of NVIDIA/nccl-tests):
     algbw = S / t                    (S bytes all-reduced, t seconds per iteration)
     busbw = algbw * 2 * (n - 1) / n  (n ranks; 0 for a single rank: nothing crosses a link)
 
+and the reference it is read against: plain TCP between the same cluster addresses, with no
+collective library in the way. Each rank other than 0 in turn sends --tcp-mb MiB over one TCP
+connection to rank 0's address (port --tcp-port); the sender's time runs from the first byte to
+rank 0's acknowledgement of the last. A collective far under this figure took another wire.
+
 Self-contained on purpose (it runs in the serving image, where the collection is not installed):
 plugins/module_utils/link_probe.py holds the same formula, and tests/unit compares the two.
 """
@@ -59,12 +64,104 @@ def parse_args(argv=None):
                         help='CUDA device for nccl; -1: rank modulo the visible devices')
     parser.add_argument('--timeout-s', type=int, default=300,
                         help='rendezvous and collective timeout')
+    parser.add_argument('--tcp-mb', type=float, default=64.0,
+                        help='MiB each rank sends to rank 0 over plain TCP, the reference; 0: not measured')
+    parser.add_argument('--tcp-port', type=int, default=0,
+                        help="rank 0's port for the TCP reference; 0: --master-port + 1")
     args = parser.parse_args(argv)
     if args.world_size < 1 or not 0 <= args.rank < args.world_size:
         parser.error('need 0 <= rank < world-size')
-    if args.iters < 1 or args.warmup < 0 or args.size_mb <= 0:
-        parser.error('need iters >= 1, warmup >= 0, size-mb > 0')
+    if args.iters < 1 or args.warmup < 0 or args.size_mb <= 0 or args.tcp_mb < 0:
+        parser.error('need iters >= 1, warmup >= 0, size-mb > 0, tcp-mb >= 0')
+    if not args.tcp_port:
+        args.tcp_port = args.master_port + 1
     return args
+
+
+def tcp_listen(addr, port, timeout_s):
+    """Rank 0's listening socket for the TCP reference, on its cluster address."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((addr, port))
+    listener.listen(1)
+    listener.settimeout(timeout_s)
+    return listener
+
+
+def tcp_receive(listener):
+    """Accept one sender, read everything it sends, acknowledge the end; the bytes read."""
+    conn = listener.accept()[0]
+    try:
+        conn.settimeout(listener.gettimeout())
+        total = 0
+        while True:
+            chunk = conn.recv(1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+        conn.sendall(b'k')
+        return total
+    finally:
+        conn.close()
+
+
+def tcp_send(addr, port, nbytes, timeout_s):
+    """Send nbytes to rank 0 over one TCP connection: seconds from the first byte to rank 0's
+    acknowledgement of the last (so nothing left in a socket buffer counts as sent)."""
+    block = b'\0' * (1 << 20)
+    conn = socket.create_connection((addr, port), timeout=timeout_s)
+    try:
+        start = time.perf_counter()
+        left = nbytes
+        while left > 0:
+            sent = conn.send(block[:min(left, len(block))])
+            left -= sent
+        conn.shutdown(socket.SHUT_WR)
+        if conn.recv(1) != b'k':
+            raise RuntimeError('rank 0 did not acknowledge the TCP reference')
+        return time.perf_counter() - start
+    finally:
+        conn.close()
+
+
+def tcp_reference(args, dist):
+    """Every rank's plain-TCP figure to rank 0, one sender at a time (a barrier between them), the
+    same list on every rank: [{rank, host, gbit_s} or {rank, host, error}] for ranks 1..n-1, and
+    rank 0's own error first where it could not listen."""
+    nbytes = int(args.tcp_mb * 1024 * 1024)
+    # A rank that cannot reach the other stops waiting after a minute, well inside the collective's
+    # own timeout, so every rank still meets at the next barrier.
+    wait_s = min(args.timeout_s, 60)
+    mine = None
+    listener = None
+    try:
+        if args.rank == 0:
+            try:
+                listener = tcp_listen(args.master_addr, args.tcp_port, wait_s)
+            except OSError as exc:
+                mine = {'rank': 0, 'host': socket.gethostname(),
+                        'error': 'listen on %s:%d: %s' % (args.master_addr, args.tcp_port, exc)}
+        dist.barrier()
+        for sender in range(1, args.world_size):
+            if args.rank == 0 and listener is not None:
+                try:
+                    tcp_receive(listener)
+                except OSError:
+                    pass  # the sender reports its own error
+            elif args.rank == sender:
+                mine = {'rank': args.rank, 'host': socket.gethostname()}
+                try:
+                    seconds = tcp_send(args.master_addr, args.tcp_port, nbytes, wait_s)
+                    mine['gbit_s'] = nbytes * 8 / seconds / 1e9
+                except (OSError, RuntimeError) as exc:
+                    mine['error'] = 'TCP to %s:%d: %s' % (args.master_addr, args.tcp_port, exc)
+            dist.barrier()
+    finally:
+        if listener is not None:
+            listener.close()
+    gathered = [None] * args.world_size
+    dist.all_gather_object(gathered, mine)
+    return {'bytes': nbytes, 'port': args.tcp_port, 'peers': [peer for peer in gathered if peer]}
 
 
 def run(args):
@@ -115,6 +212,7 @@ def run(args):
         expected = float(args.world_size) ** (args.warmup + args.iters)
         got = float(tensor[0].item())
         correct = abs(got - expected) <= 1e-3 * expected
+        tcp = tcp_reference(args, dist) if args.tcp_mb > 0 and args.world_size > 1 else None
     finally:
         dist.destroy_process_group()
 
@@ -137,6 +235,8 @@ def run(args):
         'correct': correct,
         'torch': torch.__version__,
     }
+    if tcp is not None:
+        result['tcp'] = tcp
     if args.backend == 'nccl':
         version = torch.cuda.nccl.version()
         result['nccl'] = '.'.join(str(part) for part in version) if isinstance(version, tuple) else str(version)

@@ -5,15 +5,18 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
 from ansible_collections.gb10.serving.plugins.module_utils.link_probe import (
     LinkProbeError,
     below_floor,
+    below_tcp_share,
     bus_bandwidth,
     gbit_per_s,
     parse_probe_output,
+    tcp_reference,
 )
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -59,6 +62,10 @@ def test_probe_arguments():
     probe = load_probe()
     args = probe.parse_args(['--backend', 'gloo', '--rank', '1', '--world-size', '2', '--master-addr', '10.0.0.1'])
     assert (args.size_mb, args.iters, args.warmup, args.master_port) == (256.0, 5, 2, 29555)
+    # the TCP reference listens next to the rendezvous port unless told otherwise
+    assert (args.tcp_mb, args.tcp_port) == (64.0, 29556)
+    with pytest.raises(SystemExit):
+        probe.parse_args(['--backend', 'gloo', '--rank', '0', '--world-size', '1', '--master-addr', 'x', '--tcp-mb', '-1'])
     with pytest.raises(SystemExit):
         probe.parse_args(['--backend', 'gloo', '--rank', '2', '--world-size', '2', '--master-addr', 'x'])
     with pytest.raises(SystemExit):
@@ -125,3 +132,100 @@ def test_probe_is_self_contained():
         elif isinstance(node, ast.ImportFrom):
             names.add(node.module.split('.')[0])
     assert names <= {'__future__', 'argparse', 'datetime', 'json', 'socket', 'sys', 'time', 'torch'}, names
+
+
+class ThreadedDist:
+    """torch.distributed's barrier and all_gather_object for ranks that are threads of one process:
+    the probe's TCP reference needs nothing else from it."""
+
+    def __init__(self, world_size):
+        self._barrier = threading.Barrier(world_size, timeout=60)
+        self._slots = [None] * world_size
+        self.rank = threading.local()
+
+    def barrier(self):
+        self._barrier.wait()
+
+    def all_gather_object(self, gathered, mine):
+        self._slots[self.rank.value] = mine
+        self._barrier.wait()
+        gathered[:] = list(self._slots)
+        self._barrier.wait()
+
+
+def _tcp_reference_on_loopback(world_size, tcp_port, listen_port=None):
+    """Run the probe's TCP reference with every rank a thread over loopback; every rank's answer."""
+    probe = load_probe()
+    dist = ThreadedDist(world_size)
+    answers = [None] * world_size
+    errors = []
+
+    def rank_main(rank):
+        dist.rank.value = rank
+        args = probe.parse_args(['--backend', 'gloo', '--rank', str(rank), '--world-size', str(world_size),
+                                 '--master-addr', '127.0.0.1', '--tcp-mb', '2', '--tcp-port', str(tcp_port),
+                                 '--timeout-s', '5'])
+        if rank == 0 and listen_port is not None:
+            args.tcp_port = listen_port  # rank 0 listens where the senders do not connect
+        try:
+            answers[rank] = probe.tcp_reference(args, dist)
+        except Exception as exc:  # pylint: disable=broad-except
+            errors.append(exc)
+
+    threads = [threading.Thread(target=rank_main, args=(rank,)) for rank in range(world_size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors
+    return answers
+
+
+def test_tcp_reference_three_ranks_on_loopback():
+    answers = _tcp_reference_on_loopback(3, _free_port())
+    # every rank holds the same list: ranks 1 and 2 each sent 2 MiB to rank 0
+    assert answers[0] == answers[1] == answers[2]
+    reference = answers[0]
+    assert reference['bytes'] == 2 * 1024 * 1024
+    assert [peer['rank'] for peer in reference['peers']] == [1, 2]
+    assert all(peer['gbit_s'] > 0 for peer in reference['peers'])
+    result = {'rank': 0, 'world_size': 3, 'bytes': 1 << 20, 'seconds_per_iter': 1.0, 'tcp': reference}
+    lowest, failures = tcp_reference(result)
+    assert lowest == min(peer['gbit_s'] for peer in reference['peers']) and failures == []
+
+
+def test_tcp_reference_reports_a_sender_that_cannot_connect():
+    # rank 0 listens on another port than the one the sender is given: nothing accepts there
+    answers = _tcp_reference_on_loopback(2, _free_port(), listen_port=_free_port())
+    (peer,) = answers[0]['peers']
+    assert peer['rank'] == 1 and 'gbit_s' not in peer
+    assert peer['error'].startswith('TCP to 127.0.0.1:')
+    result = {'rank': 0, 'world_size': 2, 'bytes': 1 << 20, 'seconds_per_iter': 1.0, 'tcp': answers[0]}
+    lowest, failures = tcp_reference(result)
+    assert lowest is None and len(failures) == 1 and failures[0].startswith('rank 1 (')
+    # no figure, nothing to compare with: the role decides whether that is a problem
+    assert below_tcp_share(result, 0.25) is None
+
+
+def test_tcp_reference_reports_a_port_rank_0_cannot_take():
+    with socket.socket() as taken:
+        taken.bind(('127.0.0.1', 0))  # bound, not listening: rank 0's bind fails, a connect is refused
+        answers = _tcp_reference_on_loopback(2, taken.getsockname()[1])
+    first, second = answers[0]['peers']
+    assert first['rank'] == 0 and first['error'].startswith('listen on 127.0.0.1:')
+    assert second['rank'] == 1 and second['error'].startswith('TCP to 127.0.0.1:')
+    assert answers[0] == answers[1]
+
+
+def test_busbw_against_a_share_of_tcp():
+    # 2 ranks, 1 GiB in 1 s: busbw = algbw = 8.59 Gb/s
+    result = {'rank': 0, 'world_size': 2, 'bytes': 1 << 30, 'seconds_per_iter': 1.0,
+              'tcp': {'bytes': 1 << 26, 'peers': [{'rank': 1, 'host': 'b', 'gbit_s': 40.0}]}}
+    assert below_tcp_share(result, 0.2) is None  # 8.59 >= 0.2 x 40
+    assert below_tcp_share(result, 0) is None  # 0: not compared
+    message = below_tcp_share(result, 0.25)  # 8.59 < 10
+    assert message == ('all-reduce busbw 8.6 Gb/s is below 0.25 x 40.0 Gb/s, the plain TCP figure between '
+                       'the same cluster addresses')
+    # a probe without the reference (older probe, or --tcp-mb 0) compares nothing
+    del result['tcp']
+    assert tcp_reference(result) == (None, []) and below_tcp_share(result, 0.25) is None

@@ -1,5 +1,7 @@
 """link_check_eval: the probe's figure against the floor, and NCCL's choice against the transport,
 on the device machine's real output (tests/fixtures/nccl/README.md)."""
+import json
+
 from ansible_collections.gb10.serving.plugins.modules import link_check_eval
 
 
@@ -39,3 +41,32 @@ def test_no_probe_line_fails_with_the_output(run_module):
     failed, result = run_module(link_check_eval.main, {
         'output': 'Traceback ...\nRuntimeError: connect() timed out\n', 'transport': 'socket', 'floor_gbit': 2})
     assert failed and 'no "GB10_LINK_PROBE" line' in result['msg'] and 'timed out' in result['msg']
+
+
+def probe_line(**fields):
+    result = {'probe': 'allreduce', 'backend': 'gloo', 'rank': 0, 'world_size': 2, 'bytes': 1 << 30,
+              'seconds_per_iter': 1.0}
+    result.update(fields)
+    return 'GB10_LINK_PROBE ' + json.dumps(result) + '\n'
+
+
+def test_a_wrong_wire_under_the_tcp_share(run_module):
+    # Gloo at 8.6 Gb/s busbw while plain TCP between the cluster addresses gives 40 Gb/s: above the
+    # socket floor of 2 Gb/s, but under a quarter of TCP
+    output = probe_line(tcp={'bytes': 1 << 26, 'peers': [{'rank': 1, 'host': 'b', 'gbit_s': 40.0}]})
+    failed, result = run_module(link_check_eval.main, {
+        'output': output, 'transport': 'socket', 'floor_gbit': 2, 'tcp_share': 0.25})
+    assert not failed and result['below_floor'] is None
+    assert result['tcp_gbit'] == 40.0 and result['tcp_errors'] == []
+    assert result['below_tcp_share'].startswith('all-reduce busbw 8.6 Gb/s is below 0.25 x 40.0 Gb/s')
+    # the default share 0 compares nothing
+    failed, result = run_module(link_check_eval.main, {'output': output, 'transport': 'socket', 'floor_gbit': 2})
+    assert not failed and result['below_tcp_share'] is None and result['tcp_gbit'] == 40.0
+
+
+def test_a_failed_tcp_reference_is_returned(run_module):
+    output = probe_line(tcp={'bytes': 1 << 26, 'peers': [{'rank': 1, 'host': 'b', 'error': 'TCP to 10.0.0.1:29556: refused'}]})
+    failed, result = run_module(link_check_eval.main, {
+        'output': output, 'transport': 'socket', 'floor_gbit': 2, 'tcp_share': 0.25})
+    assert not failed and result['tcp_gbit'] is None and result['below_tcp_share'] is None
+    assert result['tcp_errors'] == ['rank 1 (b): TCP to 10.0.0.1:29556: refused']
