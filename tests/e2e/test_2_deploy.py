@@ -80,6 +80,33 @@ def test_the_run_ends_with_the_endpoint_and_the_answer_it_received(sim_cluster, 
     assert said and (said[:40] == (message.get("content") or "").strip()[:40] or message.get("tool_calls")), (said, message)
 
 
+def link_figures(line):
+    """{host: busbw Gb/s}, the TCP figure and the report path of a link check summary line."""
+    busbw = {host: float(gbit) for host, gbit in re.findall(r"(\S+) ([0-9.]+) Gb/s(?:,| all-reduce)", line)}
+    tcp = re.search(r"plain TCP to rank 0 between the cluster addresses: ([0-9.]+) Gb/s", line)
+    report = re.search(r"Every figure: (\S+\.json)", line)
+    return busbw, float(tcp.group(1)) if tcp else None, report.group(1) if report else None
+
+
+def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):
+    # N5, issue 18: a clean launch measures the link with the engine's image and env file (Gloo
+    # over the cluster interface here) and prints the figures; the JSON report holds every node's.
+    summary = deployed.results_by_host(task="Show the endpoint")[sim_cluster.head]["msg"]
+    lines = [line for line in summary if line.startswith("Link check (N5): ")]
+    assert len(lines) == 1, summary
+    busbw, tcp, report_path = link_figures(lines[0])
+    assert set(busbw) == set(sim_cluster.hosts) and tcp and report_path, lines
+    with open(report_path) as f:
+        report = json.load(f)
+    nodes = {node["host"]: node for node in report["nodes"]}
+    assert set(nodes) == set(sim_cluster.hosts) and report["transport"] == "socket", report
+    for host, node in nodes.items():
+        assert node["problems"] == [] and node["backend"] == "gloo", node
+        # Above the floor and the share of plain TCP that inventory/group_vars/gb10_sim.yml sets.
+        assert node["busbw_gbit"] >= node["floor_gbit"] and busbw[host] == node["busbw_gbit"], node
+        assert node["busbw_gbit"] >= node["tcp_share"] * tcp > 0, (node, tcp)
+
+
 def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
     # Ray's own Python API inside the head container, as a driver of the cluster (R5).
     out = on_host(sim_cluster.head, "docker", "exec", HEAD, "python3", "-c",
@@ -132,6 +159,9 @@ def test_second_deploy_changes_nothing_and_keeps_the_engine(sim_cluster, deploye
 
     assert_succeeded(again, sim_cluster.hosts)
     assert {h: again.stats[h]["changed"] for h in sim_cluster.hosts} == {h: 0 for h in sim_cluster.hosts}, again
+    # The serving engine holds the link: it is not measured again, and the summary says so.
+    summary = again.results_by_host(task="Show the endpoint")[sim_cluster.head]["msg"]
+    assert "Link check (N5): not measured: the engine keeps running" in " ".join(summary), summary
     after = {h: container_id(h, HEAD if h == sim_cluster.head else WORKER) for h in sim_cluster.hosts}
     assert after == before
     # Same pid and same start time: the very same engine process, not a restart (O2).
@@ -144,10 +174,10 @@ DRIFT = "playbooks/drift.yml"
 OVERRIDE = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
 
 
-def drift(run_playbook, sim_cluster):
+def drift(run_playbook, sim_cluster, **extravars):
     # Check mode: a "changed" result is a change the run would make, not one it made; each test
     # checks that its mutation is still in place afterwards.
-    return run_playbook(DRIFT, sim_cluster.inventory, extravars={"gb10_profile": "minimax-m27-nvfp4"},
+    return run_playbook(DRIFT, sim_cluster.inventory, extravars=dict(gb10_profile="minimax-m27-nvfp4", **extravars),
                         check=True, timeout=900)
 
 
@@ -172,6 +202,18 @@ def findings(result):
 def test_drift_passes_on_the_deployed_cluster(sim_cluster, deployed, run_playbook):
     result = drift(run_playbook, sim_cluster)
     assert result.status == "successful", result
+
+
+def test_drift_measures_the_link_on_request(sim_cluster, deployed, run_playbook):
+    # gb10_drift_link_check=true: the deploy's probe, beside the serving engine, as an N5 check of
+    # every host; the engine keeps running.
+    engine_before = engine_process(sim_cluster.head)
+    result = drift(run_playbook, sim_cluster, gb10_drift_link_check=True)
+    assert result.status == "successful", result
+    measured = result.results_by_host(task="Refuse a slow or wrong wire, naming every node (N5)")
+    busbw, tcp, unused_report = link_figures(measured[sim_cluster.head]["msg"])
+    assert set(busbw) == set(sim_cluster.hosts) and tcp, measured
+    assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
 
 
 def drift_job_commands(node, env=None):

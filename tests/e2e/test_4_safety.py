@@ -5,6 +5,9 @@
 - exposure: from a machine on the same network that is not a cluster member, only SSH and the
   API port answer on the head; the Ray dashboard does not answer even a cluster member; the API
   refuses a request without the key and answers one with it;
+- a wrong wire (N5): an inventory whose cluster address and interface sit on a 1 Gb/s NIC that
+  every inferred check accepts is refused by the link probe before anything stops, with its
+  figures;
 - faults injected while a run goes on (through ansible-runner's event stream, at a known step):
   a node that stops answering SSH halfway, a model copy killed halfway, an engine that is not
   ready in time, a Ray worker killed while the engine starts. Each run stops naming the host and
@@ -15,6 +18,7 @@ Order matters: the first tests need the serving cluster the module fixture makes
 when test_recover.py left it serving); the last two leave the engine broken on purpose.
 """
 
+import contextlib
 import glob
 import json
 import os
@@ -25,14 +29,17 @@ import subprocess
 import threading
 import time
 
+import docker
 import pytest
 import yaml
 
 from .conftest import sim
 from .test_2_deploy import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, container_id,
-                            engine_process, on_host, paste, user_env)
+                            engine_process, link_figures, on_host, paste, user_env)
 
 SYNC_PLAY = "Sync the model over the cluster link (M3)"
+LINK_PLAY = "Measure the cluster link before the launch (N5)"
+LINK_TASK = "Refuse a slow or wrong wire, naming every node (N5)"
 WAIT_TASK = "Wait for /health, showing progress (V7)"
 PULL_TASK = "Pull, verify every checksum, re-fetch mismatches, mark verified"
 LOGS_TASK = "Fail with what went wrong and where the logs are"
@@ -207,6 +214,91 @@ def test_the_api_wants_the_key_from_a_machine_outside_the_cluster(sim_cluster, s
 
 
 # ---- faults mid-run -------------------------------------------------------------------------
+
+# A second NIC per simulated Spark at the speed of a Spark's management NIC (1 GbE), on a network of
+# its own: docker network connect adds it to the running host, tc throttles what it sends.
+SLOW_NETWORK = "gb10-sim-slow-nic"
+SLOW_SUBNET = "172.30.212"
+
+
+@contextlib.contextmanager
+def slow_nics(docker_client, hosts):
+    """{host: (interface, address)} of a 1 Gb/s NIC added to each host, removed afterwards."""
+    ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
+        subnet=SLOW_SUBNET + ".0/24", gateway=SLOW_SUBNET + ".1")])
+    network = docker_client.networks.create(SLOW_NETWORK, driver="bridge", ipam=ipam,
+                                            labels={sim.LABEL: sim.LABEL_VALUE})
+    try:
+        nics = {}
+        for number, host in enumerate(hosts, start=11):
+            address = "%s.%d" % (SLOW_SUBNET, number)
+            network.connect(host, ipv4_address=address)
+            iface = on_host(host, "sh", "-c", "ip -o -4 addr show to %s | awk '{print $2}'" % address).strip()
+            on_host(host, "tc", "qdisc", "add", "dev", iface, "root", "tbf", "rate", "1gbit", "burst", "256kb",
+                    "latency", "50ms")
+            nics[host] = (iface, address)
+        yield nics
+    finally:
+        network.reload()
+        for container in network.containers:
+            network.disconnect(container, force=True)
+        network.remove()
+
+
+def wrong_wire_inventory(tmp_path, nics):
+    """sim.ini with each host's cluster address and interface on its slow NIC: what a user writes
+    who took the management NIC for the cluster link. Beside it the simulation's group_vars and
+    key folder (group_vars finds the key relative to the inventory)."""
+    folder = tmp_path / "inventory"
+    folder.mkdir()
+    os.symlink(os.path.join(TOP, "inventory", "group_vars"), str(folder / "group_vars"))
+    os.symlink(os.path.join(TOP, ".sim"), str(tmp_path / ".sim"))
+    with open(os.path.join(TOP, "inventory", "sim.ini")) as f:
+        text = f.read()
+    for host, (iface, address) in nics.items():
+        text = re.sub(r"(?m)^(%s .*)gb10_cluster_ip=\S+" % re.escape(host),
+                      r"\1gb10_cluster_ip=%s gb10_cluster_iface=%s" % (address, iface), text)
+    path = folder / "wrong-wire.ini"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager, sim_cluster, serving,
+                                                                    run_playbook, tmp_path):
+    # N5, issue 18: every inferred check passes (the interface is up and holds the address); the
+    # measurement alone tells the 1 Gb/s wire from the cluster link, before anything stops.
+    head = sim_cluster.head
+    engine_before = engine_process(head)
+    with slow_nics(sim_manager.cluster.docker, sim_cluster.hosts) as nics:
+        inventory = wrong_wire_inventory(tmp_path, nics)
+        with open(inventory) as f:
+            written = f.read()
+        assert all("gb10_cluster_ip=%s gb10_cluster_iface=%s" % (address, iface) in written
+                   for iface, address in nics.values()), written
+        result = run_playbook(PLAYBOOK, inventory, timeout=1800)
+
+    assert result.status == "failed", result
+    failed = dict(((h, t), m) for h, t, m in result.failures())
+    message = failed[(head, LINK_TASK)]
+    assert "before the launch, nothing was stopped or started" in message, message
+    # Both figures for every node: its all-reduce busbw under the floor, and plain TCP between the
+    # addresses; each node named with why.
+    busbw, tcp, report_path = link_figures(message.split("Measured: ")[1])
+    assert set(busbw) == set(sim_cluster.hosts) and max(busbw.values()) < 2 and tcp, message
+    for host in sim_cluster.hosts:
+        assert "%s: all-reduce busbw" % host in message and "below the floor of 2.0 Gb/s" in message, message
+    with open(report_path) as f:
+        assert all(node["problems"] for node in json.load(f)["nodes"])
+    # Refused in its own play: nothing after it ran, the serving engine is the same process.
+    plays_with_tasks = [ev["event_data"].get("play") for ev in result.events if ev.get("event") == "runner_on_start"]
+    assert plays_with_tasks[-1] == LINK_PLAY, plays_with_tasks[-5:]
+    assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
+
+    # The right inventory puts host prep back (env file, firewall) and keeps that engine (O2).
+    again = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800)
+    assert_succeeded(again, sim_cluster.hosts)
+    assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
+
 
 def test_a_node_lost_halfway_stops_the_run_and_keeps_the_serving_engine(sim_cluster, serving, run_playbook):
     head, worker = sim_cluster.hosts
