@@ -249,3 +249,29 @@ def check_transport(parsed, transport, cluster_iface=None, hcas=None):
                     problems.append('%s: not the cluster interface %s (a management NIC gave ~6 tok/s at '
                                     'TP=3; rules N3, N5)' % (seen, cluster_iface))
     return problems
+
+
+# What the launch script prints first (roles/vllm_serve/templates/launch.sh.j2): the engine's log
+# is appended to across launches, and only the running launch's lines count.
+ENGINE_START_MARK = 'gb10-engine: starting'
+
+
+def engine_choice(log_text, transport, cluster_iface=None, hcas=None):
+    """NCCL's choice in a serving engine's log since its last start (rule N5, after the launch):
+    {'read': whether NCCL INFO lines were there, 'ranks': one describe() line per NCCL process,
+    'problems': check_transport()'s, 'note': one line for a summary}. No NCCL line is no problem
+    (the CPU build runs Gloo; a GPU engine whose workers did not get NCCL_DEBUG says so in the
+    note); a choice other than the transport is."""
+    lines = (log_text or '').splitlines()
+    starts = [index for index, line in enumerate(lines) if line.startswith(ENGINE_START_MARK)]
+    current = '\n'.join(lines[starts[-1]:] if starts else lines)
+    try:
+        parsed = parse_init_log(current)
+    except NcclLogError:
+        return {'read': False, 'ranks': [], 'problems': [],
+                'note': 'no NCCL init line in the engine\'s log since its start: Gloo (the CPU build), '
+                        'or NCCL_DEBUG=INFO from the env file did not reach the Ray workers'}
+    ranks = [describe(proc) for proc in parsed['processes']]
+    problems = check_transport(parsed, transport, cluster_iface=cluster_iface, hcas=hcas)
+    note = '%s NCCL process(es), NCCL %s: %s' % (len(ranks), parsed['version'] or 'version not logged', '; '.join(ranks))
+    return {'read': True, 'ranks': ranks, 'problems': problems, 'note': note}

@@ -40,6 +40,9 @@ NCCL_ENV_RULES = {
     'NCCL_P2P_DISABLE': 'N4', 'NCCL_NET': 'N4',
     'NCCL_IB_ADDR_FAMILY': 'N6', 'NCCL_IB_ADDR_RANGE': 'N6', 'NCCL_IB_SUBNET_AWARE_ROUTING': 'N6',
     'NCCL_IB_MERGE_NICS': 'N6',
+    # NCCL's init log, which the deploy reads to see the transport NCCL took (N5); part of pinning
+    # NCCL's behaviour in the file (N1), so host prep puts it back without a restart.
+    'NCCL_DEBUG': 'N1', 'NCCL_DEBUG_SUBSYS': 'N1',
 }
 NCCL_ENV_RULE_IDS = ('N1', 'N2', 'N3', 'N4', 'N6')
 

@@ -105,6 +105,8 @@ def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):
         # Above the floor and the share of plain TCP that inventory/group_vars/gb10_sim.yml sets.
         assert node["busbw_gbit"] >= node["floor_gbit"] and busbw[host] == node["busbw_gbit"], node
         assert node["busbw_gbit"] >= node["tcp_share"] * tcp > 0, (node, tcp)
+    # After the launch the deploy read the engine's log for NCCL's choice: the CPU build runs Gloo.
+    assert "NCCL in the engine (N5): no NCCL init line in the engine's log since its start" in " ".join(summary)
 
 
 def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
@@ -369,6 +371,47 @@ def test_drift_names_an_engine_started_with_other_flags(sim_cluster, deployed, r
         assert findings(result) == {(head, "R1")}, result
     finally:
         on_host(head, "docker", "exec", HEAD, "sed", "-i", "s/^# gb10-engine-id: hand-/# gb10-engine-id: /", script)
+
+
+ENGINE_LOG = "/var/lib/gb10-engine/engine.log"  # in vllm_serve_state_dir (roles/vllm_serve/vars)
+# vllm_serve's rescue collects every node's logs (H9), then fails with what failed (roles/vllm_serve).
+LOGS_TASK = "Fail with what went wrong and where the logs are"
+
+
+def print_in_engine_log(head, capture):
+    """Append a real NCCL init capture (tests/fixtures/nccl/, sources in its README) to the running
+    engine's log, as its Ray workers print it on GPUs: the simulated engine runs Gloo."""
+    with open(os.path.join(TOP, "tests", "fixtures", "nccl", capture)) as f:
+        subprocess.run(["docker", "exec", "-i", head, "docker", "exec", "-i", HEAD, "sh", "-c", "cat >> " + ENGINE_LOG],
+                       input=f.read(), text=True, check=True, timeout=60)
+
+
+def test_nccl_in_the_engine_is_read_after_the_launch(sim_cluster, deployed, run_playbook):
+    # N5 after the launch, issue 18: what NCCL took in the engine, read from its log since its start.
+    head = sim_cluster.head
+    size = on_host(head, "docker", "exec", HEAD, "stat", "-c", "%s", ENGINE_LOG).strip()
+    engine_before = engine_process(head)
+    try:
+        # Sockets on eth0 (a real GPU machine's NCCL): the sim's transport and cluster interface.
+        print_in_engine_log(head, "device_h100_socket_profile.log")
+        passed = drift(run_playbook, sim_cluster)
+        assert passed.status == "successful", passed
+        read = passed.results_by_host(task="Tell which transport NCCL took in the engine")[head]
+        assert read["ansible_facts"]["vllm_serve_nccl"]["ranks"] == ["vm pid 548 (rank 0): NET/Socket over eth0 (192.0.2.2)"]
+
+        # Then a rank on RoCE devices (a DGX Spark's vLLM worker under Ray) while the cluster is
+        # set up for sockets: drift names N5 on the head, a deploy fails and keeps the engine.
+        print_in_engine_log(head, "dgx_spark_vllm_ray_ibext.log")
+        found = drift(run_playbook, sim_cluster)
+        assert found.status == "failed" and findings(found) == {(head, "N5")}, found
+        again = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800)
+        assert again.status == "failed", again
+        message = dict(((h, t), m) for h, t, m in again.failures())[(head, LOGS_TASK)]
+        assert "spark-3995 pid 2981: NET/IBext_v10 over rocep1s0f1, roceP2p1s0f1, but the profile's transport is socket" in message
+        assert "The engine was left running" in message, message
+        assert engine_process(head)[:2] == engine_before[:2]
+    finally:
+        on_host(head, "docker", "exec", HEAD, "truncate", "-s", size, ENGINE_LOG)
 
 
 def test_drift_names_a_stopped_ray_worker(sim_cluster, deployed, run_playbook):

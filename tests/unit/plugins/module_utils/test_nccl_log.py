@@ -6,6 +6,7 @@ from ansible_collections.gb10.serving.plugins.module_utils.nccl_log import (
     NcclLogError,
     check_transport,
     describe,
+    engine_choice,
     parse_init_log,
 )
 
@@ -145,3 +146,51 @@ def test_no_nccl_lines():
         parse_init_log('INFO 09-23 06:02:00 [base.py:261] warmup completed\n')
     with pytest.raises(NcclLogError, match='transport must be one of'):
         check_transport({'processes': []}, 'tcp')
+
+
+def engine_log(fixture_path, *launches):
+    """An engine.log as vllm_serve's launch script appends to it: each launch's start line, then
+    what that launch printed (the named captures)."""
+    text = ''
+    for number, names in enumerate(launches):
+        text += 'gb10-engine: starting 2026-11-25T10:0%d:00Z\n' % number
+        for name in names:
+            with open(fixture_path('nccl', name)) as handle:
+                text += handle.read()
+    return text
+
+
+def test_engine_choice_reads_the_running_launch_alone(fixture_path):
+    # A launch that fell back to sockets (real NCCL on the device machine), then one over RoCE
+    # (DGX Spark under vLLM + Ray): only the running launch counts, both ways round.
+    fell_back, roce = ['device_h100_roce_profile_no_rdma.log'], ['dgx_spark_vllm_ray_ibext.log']
+    good = engine_choice(engine_log(fixture_path, fell_back, roce), 'roce')
+    assert good['read'] and good['problems'] == []
+    assert good['ranks'] == ['spark-3995 pid 2981: NET/IBext_v10 over rocep1s0f1, roceP2p1s0f1']
+    assert good['note'].startswith('1 NCCL process(es), NCCL ')
+    bad = engine_choice(engine_log(fixture_path, roce, fell_back), 'roce', hcas=['rocep1s0f1', 'roceP2p1s0f1'])
+    (problem,) = bad['problems']
+    assert problem.startswith('vm pid 548 (rank 0): NET/Socket over eth0 (192.0.2.2), but the profile\'s transport is roce')
+
+
+def test_engine_choice_socket_on_the_cluster_interface(fixture_path):
+    log = engine_log(fixture_path, ['device_h100_socket_profile.log'])
+    assert engine_choice(log, 'socket', cluster_iface='eth0')['problems'] == []
+    (problem,) = engine_choice(log, 'socket', cluster_iface='enp1s0f1np1')['problems']
+    assert 'not the cluster interface enp1s0f1np1' in problem
+
+
+def test_engine_choice_without_nccl_lines_is_read_false():
+    # The CPU build's engine (Gloo): vLLM's own lines, no NCCL.
+    log = ('gb10-engine: starting 2026-11-25T10:00:00Z\n'
+           'INFO 11-25 10:00:05 [api_server.py:1885] vLLM API server version 0.11.0\n')
+    result = engine_choice(log, 'socket', cluster_iface='eth0')
+    assert not result['read'] and result['problems'] == [] and 'NCCL_DEBUG=INFO' in result['note']
+
+
+def test_the_filter_names_a_transport_it_does_not_know():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gb10.serving.plugins.filter.nccl_engine_choice import nccl_engine_choice
+    assert nccl_engine_choice('', 'socket', cluster_iface='', hcas=[])['read'] is False
+    with pytest.raises(AnsibleFilterError, match='transport must be one of'):
+        nccl_engine_choice('gb10-engine: starting\nh:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n', 'tcp')
