@@ -397,7 +397,7 @@ def test_nccl_in_the_engine_is_read_after_the_launch(sim_cluster, deployed, run_
         passed = drift(run_playbook, sim_cluster)
         assert passed.status == "successful", passed
         read = passed.results_by_host(task="Tell which transport NCCL took in the engine")[head]
-        assert read["ansible_facts"]["vllm_serve_nccl"]["ranks"] == ["vm pid 548 (rank 0): NET/Socket over eth0 (192.0.2.2)"]
+        assert read["ansible_facts"]["vllm_serve_nccl"]["ranks"] == ["vm pid 514 (rank 0): NET/Socket over eth0 (192.0.2.2)"]
 
         # Then a rank on RoCE devices (a DGX Spark's vLLM worker under Ray) while the cluster is
         # set up for sockets: drift names N5 on the head, a deploy fails and keeps the engine.
