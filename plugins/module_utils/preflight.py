@@ -183,7 +183,8 @@ def check_driver(node):
 
 def preflight_notes(nodes):
     """What is wrong now but fixed later in the same deploy, shown instead of refused: a driver that
-    host prep replaces (H1), a model that model_sync downloads (M3)."""
+    host prep replaces (H1), a cluster link that host prep configures (N3), a model that
+    model_sync downloads (M3)."""
     notes = []
     for node in nodes:
         wrong = _wrong_driver(node) if _read(node) else None
@@ -191,6 +192,12 @@ def preflight_notes(nodes):
             notes.append('host %s: driver %s will be replaced by %s.x in host prep (H1): %s; preflight_host_prep_follows '
                          'is true and nvidia_driver_install is true for this host.'
                          % (node['host'], wrong[0], KNOWN_GOOD_DRIVER_BRANCH, wrong[1]))
+        iface = node.get('iface') or {}
+        if node.get('link_host_prep') and node.get('cluster_iface') and not (
+                iface.get('present') and node.get('cluster_ip') in (iface.get('ipv4') or [])):
+            notes.append('host %s: gb10_cluster_ip %s is not on gb10_cluster_iface %s yet; role cluster_link '
+                         'configures the link in host prep and verifies it from every node (N3, N5).'
+                         % (node['host'], node.get('cluster_ip') or '(unset)', node['cluster_iface']))
     if nodes and not any(n.get('model_present') for n in nodes) and nodes[0].get('model_download'):
         notes.append('host %s: the model is on no host yet; model_sync downloads it here from the Hub '
                      '(gb10_model_download is true), then copies it to the others (M3).' % nodes[0]['host'])
@@ -204,6 +211,10 @@ def check_interface(node, min_mbps=MIN_CLUSTER_LINK_MBPS):
     if not name:
         return ['host %s: gb10_cluster_iface is not set. Fix: set it to the cluster link (the interface '
                 'ibdev2netdev shows "(Up)", e.g. enP7s7 or bond0).' % host]
+    if node.get('link_host_prep') and not (iface.get('present') and node.get('cluster_ip') in (iface.get('ipv4') or [])):
+        # Role cluster_link configures the link in host prep and verifies it there (address,
+        # every peer, MTU end to end): preflight_notes says so instead.
+        return []
     if not iface.get('present'):
         return ['host %s: gb10_cluster_iface %s does not exist on this host (it has %s). Fix: set it to the '
                 'cluster link.' % (host, name, ', '.join(node.get('interfaces') or []) or 'no interfaces')]

@@ -44,9 +44,10 @@ def docker_major(version):
 
 
 def choose_compression(wanted, source_has_zstd, target_versions):
-    """zstd or gzip for the stream into the targets' `docker load` (the gate runs it as is, so
-    the compression must be one the target's Docker reads itself)."""
-    if wanted in ('zstd', 'gzip'):
+    """zstd, gzip or none for the stream into the targets' `docker load` (the gate runs it as is,
+    so the compression must be one the target's Docker reads itself). none is only ever chosen by
+    the user: the raw tar, for a link faster than the source's compressor."""
+    if wanted in ('zstd', 'gzip', 'none'):
         return wanted
     if source_has_zstd and target_versions and all(docker_major(v) >= ZSTD_MIN_DOCKER for v in target_versions):
         return 'zstd'
@@ -76,7 +77,7 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     name), 'never'.
 
     compression: 'auto' (zstd when the source has it and every target's Docker reads it, else
-    gzip), 'zstd' or 'gzip'.
+    gzip), 'zstd', 'gzip' or 'none'.
 
     Returns a dict: source, source_id ('' when it is pulled first), pull (bool), targets (hosts
     that get a copy), targets_ip {host: cluster address}, compression, actions {host: had|pull|copy|source}, problems (refusals; empty when the
@@ -98,8 +99,8 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     if pull not in ('auto', 'always', 'never'):
         problems.append('serving_image_pull=%s must be auto, always or never.' % pull)
         return result
-    if compression not in ('auto', 'zstd', 'gzip'):
-        problems.append('serving_image_compression=%s must be auto, zstd or gzip.' % compression)
+    if compression not in ('auto', 'zstd', 'gzip', 'none'):
+        problems.append('serving_image_compression=%s must be auto, zstd, gzip or none.' % compression)
         return result
     preferred = source or hosts[0]
     if preferred not in by_host:

@@ -49,10 +49,12 @@ options:
     type: str
     default: ""
   compression:
-    description: C(auto) is zstd when the source has it and every target's Docker (23.0 or later) reads it, else gzip.
+    description:
+      - C(auto) is zstd when the source has it and every target's Docker (23.0 or later) reads it, else gzip.
+      - C(none) streams the raw tar, for a link faster than the source's compressor.
     type: str
     default: auto
-    choices: [auto, zstd, gzip]
+    choices: [auto, zstd, gzip, none]
   group:
     description: The inventory group, for messages.
     type: str
@@ -107,7 +109,7 @@ targets_ip:
   returned: success
   type: dict
 compression:
-  description: C(zstd) or C(gzip) for the stream; empty when nothing is copied.
+  description: C(zstd), C(gzip) or C(none) for the stream; empty when nothing is copied.
   returned: success
   type: str
 actions:
@@ -143,7 +145,7 @@ def main():
             source=dict(type='str', default=''),
             pull=dict(type='str', default='auto', choices=['auto', 'always', 'never']),
             build_recipe=dict(type='str', default=''),
-            compression=dict(type='str', default='auto', choices=['auto', 'zstd', 'gzip']),
+            compression=dict(type='str', default='auto', choices=['auto', 'zstd', 'gzip', 'none']),
             group=dict(type='str', default='gb10_cluster'),
             fail_on_problems=dict(type='bool', default=True),
         ),

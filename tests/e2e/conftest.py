@@ -157,7 +157,10 @@ class SimCluster:
     def __init__(self, state):
         self.state = state
         self.hosts = [h["name"] for h in state["hosts"]]
+        # Management addresses (SSH, API clients) and cluster link addresses (gb10_cluster_ip).
         self.ips = {h["name"]: h["ip"] for h in state["hosts"]}
+        self.cluster_ips = {h["name"]: h["cluster_ip"] for h in state["hosts"]}
+        self.link_port = state["link_port"]
         self.head = self.hosts[0]
         self.inventory = state["inventory"]
         self.image_name = state["image_name"]

@@ -58,27 +58,40 @@ def test_each_host_runs_its_own_engine_on_overlay2(sim_cluster, run_adhoc):
         assert "Storage Driver: overlay2" in res["stdout"], (host, res["stdout"])
 
 
-def test_serving_image_is_loaded_under_the_overlay_name(sim_cluster, run_adhoc):
+def test_serving_image_is_on_the_head_only(sim_cluster, run_adhoc):
+    # As where it was built (build-and-copy): role serving_image copies it to the others.
     want = docker.from_env().images.get(sim_cluster.serving_image).id
-    result = run_adhoc("ansible.builtin.command", "docker image inspect %s" % sim_cluster.image_name,
+    result = run_adhoc("ansible.builtin.command", "docker images -q --no-trunc %s" % sim_cluster.image_name,
+                       sim_cluster.inventory)
+    have = {host: res["stdout"].strip() for host, res in ok_results(result, sim_cluster.hosts).items()}
+    assert have == {h: want if h == sim_cluster.head else "" for h in sim_cluster.hosts}, have
+
+
+def test_each_host_has_a_management_address_and_a_link_port_without_one(sim_cluster, run_adhoc):
+    # A fresh Spark: SSH on the management network, the CX7 port up without an address at MTU 1500.
+    result = run_adhoc("ansible.builtin.shell", "ip -o -4 addr show; ip -o link show dev %s" % sim_cluster.link_port,
                        sim_cluster.inventory)
     for host, res in ok_results(result, sim_cluster.hosts).items():
-        assert json.loads(res["stdout"])[0]["Id"] == want, host
+        lines = res["stdout"].splitlines()
+        assert any("inet %s/24" % sim_cluster.ips[host] in line for line in lines), lines
+        assert not any(line.split()[1] == sim_cluster.link_port for line in lines if " inet " in line), lines
+        port = lines[-1]
+        assert " mtu 1500 " in port and "UP" in port.split("<")[1].split(">")[0].split(","), port
 
 
 def test_host_network_containers_reach_the_other_host(sim_cluster, run_adhoc):
     # Rule H8's layout: a container of the host's engine with host networking has the host's own
-    # address on the cluster network, and reaches the other host there (here: its sshd banner).
+    # address, and reaches the other host there (here: its sshd banner on the management network).
     head, worker = sim_cluster.hosts[0], sim_cluster.hosts[1]
     probe = ("import socket; s = socket.create_connection(('%s', 22), timeout=5); print(s.recv(7).decode())"
-             % sim_cluster.ips[head])
+             % sim_cluster.ips[worker])
     result = run_adhoc(
         "ansible.builtin.command",
-        "docker run --rm --network host %s sh -c \"ip -4 -o addr show dev eth0; python3 -c \\\"%s\\\"\""
+        "docker run --rm --network host %s sh -c \"ip -4 -o addr show; python3 -c \\\"%s\\\"\""
         % (sim_cluster.image_name, probe),
-        sim_cluster.inventory, pattern=worker, timeout=120)
-    out = ok_results(result, [worker])[worker]["stdout"]
-    assert "inet %s/" % sim_cluster.ips[worker] in out
+        sim_cluster.inventory, pattern=head, timeout=120)
+    out = ok_results(result, [head])[head]["stdout"]
+    assert "inet %s/" % sim_cluster.ips[head] in out
     assert out.rstrip().endswith("SSH-2.0"), out
 
 

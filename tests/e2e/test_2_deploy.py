@@ -109,6 +109,60 @@ def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):
     assert "NCCL in the engine (N5): no NCCL init line in the engine's log since its start" in " ".join(summary)
 
 
+NETPLAN_FILE = "/etc/netplan/60-gb10-cluster-link.yaml"  # cluster_link_netplan_dir/_file
+IMAGE_SUMMARY_TASK = "Summary (per node, had / pulled / copied, bytes on the wire, seconds, MB/s)"
+
+
+def link_state(host, port):
+    """(IPv4 addresses with prefix, MTU) of the cluster link port on a simulated Spark."""
+    out = on_host(host, "sh", "-c", "ip -o -4 addr show dev %s; cat /sys/class/net/%s/mtu" % (port, port))
+    lines = out.splitlines()
+    return [line.split()[3] for line in lines[:-1]], int(lines[-1])
+
+
+def test_the_deploy_configured_the_link_from_a_fresh_port(sim_cluster, deployed):
+    # Issue 17: the hosts came up with the CX7 port up and without an address (test_1); the deploy
+    # gave each its gb10_cluster_ip at MTU 9000 through its own netplan file, and the nodes trust
+    # each other's cluster key over the link only.
+    for host in sim_cluster.hosts:
+        assert link_state(host, sim_cluster.link_port) == (["%s/24" % sim_cluster.cluster_ips[host]], 9000), host
+        netplan = yaml.safe_load(on_host(host, "cat", NETPLAN_FILE))
+        assert netplan["network"]["ethernets"][sim_cluster.link_port]["addresses"] == [
+            "%s/24" % sim_cluster.cluster_ips[host]], netplan
+        peers = [h for h in sim_cluster.hosts if h != host]
+        keys = on_host(host, "cat", "/root/.ssh/authorized_keys")
+        for peer in peers:
+            line = next(line for line in keys.splitlines() if "gb10-cluster@%s" % peer in line)
+            assert 'from="%s"' % sim_cluster.cluster_ips[peer] in line and "restrict" in line, line
+
+
+def test_the_deploy_copied_the_serving_image_over_the_link(sim_cluster, deployed):
+    # The head held the image (as where it was built); the worker got the same image ID from it,
+    # streamed to its cluster address, and the run said how much and how fast.
+    head, worker = sim_cluster.hosts
+    ids = {h: on_host(h, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster.image_name).strip()
+           for h in sim_cluster.hosts}
+    assert ids[worker] == ids[head], ids
+    results = deployed.results_by_host(task="What this node got, for the summary and the callers")
+    got = {h: r["ansible_facts"]["serving_image_result"] for h, r in results.items()}
+    assert got[head]["action"] == "had" and got[worker]["action"] == "copied", got
+    assert got[worker]["source"] == head and int(got[worker]["bytes"]) > 100 * 10**6, got
+    plan = deployed.results_by_host(task="Plan for the whole group (refuses before anything changes)")[head]
+    assert plan["targets_ip"] == {worker: sim_cluster.cluster_ips[worker]}, plan
+    line = next(line for line in deployed.results_by_host(task=IMAGE_SUMMARY_TASK)[head]["msg"] if line.startswith(worker))
+    assert "copied %s" % sim_cluster.image_name in line and "MB/s" in line, line
+
+
+def test_nothing_but_ssh_and_the_api_crosses_the_management_network(sim_cluster, deployed):
+    # Ray, Gloo and the copies use the cluster link: between the nodes' management addresses no
+    # connection is open, and the worker's Ray reaches the head's GCS on its cluster address.
+    head, worker = sim_cluster.hosts
+    out = on_host(worker, "ss", "-Htn", "state", "established")
+    peers = [line.split()[-1].rsplit(":", 1) for line in out.splitlines() if line.strip()]
+    assert [p for p in peers if p[0] == sim_cluster.ips[head]] == [], out
+    assert [sim_cluster.cluster_ips[head], "6379"] in peers, out
+
+
 def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
     # Ray's own Python API inside the head container, as a driver of the cluster (R5).
     out = on_host(sim_cluster.head, "docker", "exec", HEAD, "python3", "-c",
@@ -116,7 +170,8 @@ def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
                   "print(json.dumps([{'alive': n['Alive'], 'ip': n['NodeManagerAddress'], "
                   "'gpus': n['Resources'].get('GPU', 0)} for n in ray.nodes()]))")
     nodes = [n for n in json.loads(out.strip().splitlines()[-1]) if n["alive"]]
-    assert sorted(n["ip"] for n in nodes) == sorted(sim_cluster.ips.values())
+    # Every node registered with its cluster link address (ray_cluster_node_ip), not its management one.
+    assert sorted(n["ip"] for n in nodes) == sorted(sim_cluster.cluster_ips.values())
     assert [n["gpus"] for n in nodes] == [1.0] * len(sim_cluster.hosts)
 
 
@@ -392,12 +447,15 @@ def test_nccl_in_the_engine_is_read_after_the_launch(sim_cluster, deployed, run_
     size = on_host(head, "docker", "exec", HEAD, "stat", "-c", "%s", ENGINE_LOG).strip()
     engine_before = engine_process(head)
     try:
-        # Sockets on eth0 (a real GPU machine's NCCL): the sim's transport and cluster interface.
+        # Sockets on eth0 (a real GPU machine's NCCL): the sim's transport, but eth0 is a simulated
+        # Spark's management NIC, not its cluster port: the wrong wire of rule N5, named.
         print_in_engine_log(head, "device_h100_socket_profile.log")
-        passed = drift(run_playbook, sim_cluster)
-        assert passed.status == "successful", passed
-        read = passed.results_by_host(task="Tell which transport NCCL took in the engine")[head]
+        wrong = drift(run_playbook, sim_cluster)
+        assert wrong.status == "failed" and findings(wrong) == {(head, "N5")}, wrong
+        read = wrong.results_by_host(task="Tell which transport NCCL took in the engine")[head]
         assert read["ansible_facts"]["vllm_serve_nccl"]["ranks"] == ["vm pid 514 (rank 0): NET/Socket over eth0 (192.0.2.2)"]
+        assert "not the cluster interface %s" % sim_cluster.link_port in " ".join(
+            m for unused_h, unused_t, m in wrong.failures()), wrong
 
         # Then a rank on RoCE devices (a DGX Spark's vLLM worker under Ray) while the cluster is
         # set up for sockets: drift names N5 on the head, a deploy fails and keeps the engine.
@@ -414,11 +472,50 @@ def test_nccl_in_the_engine_is_read_after_the_launch(sim_cluster, deployed, run_
         on_host(head, "docker", "exec", HEAD, "truncate", "-s", size, ENGINE_LOG)
 
 
+def test_drift_names_another_serving_image_on_a_node(sim_cluster, deployed, run_playbook):
+    # The worker's tag now names other code than the head's (an image imported from an empty tar):
+    # drift names M1 there, with both IDs; the running container is untouched.
+    head, worker = sim_cluster.hosts
+    original = on_host(worker, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster.image_name).strip()
+    other = on_host(worker, "sh", "-c", "tar -cf - -T /dev/null | docker import -q - gb10-e2e-other:drift").strip()
+    try:
+        on_host(worker, "docker", "tag", other, sim_cluster.image_name)
+        result = drift(run_playbook, sim_cluster)
+        assert result.status == "failed", result
+        found = findings(result)
+        assert (worker, "M1") in found and not {f for f in found if f[0] == head}, found
+        message = dict(((h, t), m) for h, t, m in result.failures())[
+            (worker, "Serving image - present with the head's image ID (M1)")]
+        assert other in message and original in message, message
+    finally:
+        on_host(worker, "docker", "tag", original, sim_cluster.image_name)
+        on_host(worker, "docker", "rmi", "gb10-e2e-other:drift")
+
+
 def test_drift_names_a_stopped_ray_worker(sim_cluster, deployed, run_playbook):
-    # Last in this module: the engine loses its rank-1 worker.
+    # Next to last in this module: the engine loses its rank-1 worker.
     worker = sim_cluster.hosts[1]
     on_host(worker, "docker", "stop", WORKER)
     result = drift(run_playbook, sim_cluster)
     assert result.status == "failed"
     assert (worker, "R2") in findings(result), result
     assert on_host(worker, "docker", "inspect", "-f", "{{.State.Running}}", WORKER).strip() == "false"
+
+
+def test_drift_names_a_removed_link_address(sim_cluster, deployed, run_playbook):
+    # Last in this module (the engine's worker is gone already): the worker's cluster port loses
+    # its address; drift names N5 there and what is missing, and the run changes nothing.
+    worker = sim_cluster.hosts[1]
+    address = "%s/24" % sim_cluster.cluster_ips[worker]
+    on_host(worker, "ip", "addr", "del", address, "dev", sim_cluster.link_port)
+    try:
+        result = drift(run_playbook, sim_cluster)
+        assert result.status == "failed", result
+        assert (worker, "N5") in findings(result), result
+        message = dict(((h, t), m) for h, t, m in result.failures())[
+            (worker, "Cluster link - address, MTU and netplan file as deployed (N5)")]
+        assert sim_cluster.link_port in message and sim_cluster.cluster_ips[worker] in message, message
+        assert link_state(worker, sim_cluster.link_port)[0] == []
+    finally:
+        subprocess.run(["docker", "exec", worker, "ip", "addr", "add", address, "dev", sim_cluster.link_port],
+                       capture_output=True, timeout=60, check=False)

@@ -226,7 +226,10 @@ def slow_nics(docker_client, hosts):
     """{host: (interface, address)} of a 1 Gb/s NIC added to each host, removed afterwards."""
     ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
         subnet=SLOW_SUBNET + ".0/24", gateway=SLOW_SUBNET + ".1")])
+    # Jumbo frames pass, as on the cluster link: role cluster_link configures MTU 9000 on whatever
+    # port the inventory names and checks it end to end; only the speed is wrong here.
     network = docker_client.networks.create(SLOW_NETWORK, driver="bridge", ipam=ipam,
+                                            options={"com.docker.network.driver.mtu": "9000"},
                                             labels={sim.LABEL: sim.LABEL_VALUE})
     try:
         nics = {}
@@ -390,9 +393,11 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
             "> %s/model-0000$i-of-00003.safetensors; done && echo '{}' > %s/config.json" % (path, path, path))
     on_host(worker, "rm", "-rf", path)
     playbook = model_sync_playbook(tmp_path, model_sync_path=path)
-    # The head sends at most 200 Mbit/s while the copy is to be killed: 1.5 GiB then take at least
-    # 64 s on any machine, while the kill comes once 64 MiB are in (polled every 0.2 s).
-    on_host(head, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", "200mbit", "burst", "256kb",
+    # The head sends at most 200 Mbit/s on the cluster link (the copy goes over it) while the copy
+    # is to be killed: 1.5 GiB then take at least 64 s on any machine, while the kill comes once
+    # 64 MiB are in (polled every 0.2 s).
+    port = sim_cluster.link_port
+    on_host(head, "tc", "qdisc", "replace", "dev", port, "root", "tbf", "rate", "200mbit", "burst", "256kb",
             "latency", "400ms")
 
     def kill_copy():
@@ -409,7 +414,7 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
     try:
         handler = when_task_starts(PULL_TASK, worker, kill_copy)
         first = run_playbook(playbook, sim_cluster.inventory, timeout=900, event_handler=handler)
-        on_host(head, "tc", "qdisc", "del", "dev", "eth0", "root")
+        on_host(head, "tc", "qdisc", "del", "dev", port, "root")
 
         assert handler.fired.is_set()
         assert first.status == "failed", first
@@ -427,7 +432,7 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
         assert_succeeded(second, sim_cluster.hosts)
         assert on_host(worker, "sh", "-c", "cd %s && sha256sum * | sort" % path) == source
     finally:
-        subprocess.run(["docker", "exec", head, "tc", "qdisc", "del", "dev", "eth0", "root"],
+        subprocess.run(["docker", "exec", head, "tc", "qdisc", "del", "dev", port, "root"],
                        capture_output=True, timeout=30, check=False)
         for host in sim_cluster.hosts:
             on_host(host, "rm", "-rf", path)

@@ -25,24 +25,24 @@ def deployed3(sim_cluster3, run_playbook):
     return result
 
 
-def test_the_third_host_joins_with_the_serving_image_and_without_the_model(sim_cluster3, run_adhoc):
+def test_the_third_host_joins_fresh(sim_cluster3, run_adhoc):
+    # Without the model, the serving image or a cluster address: the deploy gives it all three.
     assert len(sim_cluster3.hosts) == 3
     third = sim_cluster3.hosts[2]
     result = run_adhoc("ansible.builtin.stat", "path=%s/config.json" % sim_cluster3.model_path,
                        sim_cluster3.inventory)
     exists = {h: r["stat"]["exists"] for h, r in ok_results(result, sim_cluster3.hosts).items()}
-    # The head has the model; the new host gets it from model_sync during the deploy.
     assert exists[sim_cluster3.head] and not exists[third], exists
-    result = run_adhoc("ansible.builtin.command", "docker image inspect %s" % sim_cluster3.image_name,
-                       sim_cluster3.inventory)
-    ok_results(result, sim_cluster3.hosts)
+    result = run_adhoc("ansible.builtin.shell", "docker images -q %s; ip -o -4 addr show dev %s"
+                       % (sim_cluster3.image_name, sim_cluster3.link_port), sim_cluster3.inventory, pattern=third)
+    assert ok_results(result, [third])[third]["stdout"].strip() == ""
 
 
 def test_ray_sees_three_nodes(sim_cluster3, deployed3):
     out = on_host(sim_cluster3.head, "docker", "exec", HEAD, "python3", "-c",
                   "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
                   "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]))")
-    assert sorted(json.loads(out.strip().splitlines()[-1])) == sorted(sim_cluster3.ips.values())
+    assert sorted(json.loads(out.strip().splitlines()[-1])) == sorted(sim_cluster3.cluster_ips.values())
 
 
 def test_engine_is_tp3_and_answers(sim_cluster3, deployed3):
@@ -55,6 +55,15 @@ def test_engine_is_tp3_and_answers(sim_cluster3, deployed3):
         messages=[{"role": "user", "content": "Count to five."}])
     assert answer.choices[0].message.content or answer.choices[0].message.tool_calls, answer
     assert answer.usage.completion_tokens > 0
+
+
+def test_the_third_host_got_the_link_and_the_image(sim_cluster3, deployed3):
+    third = sim_cluster3.hosts[2]
+    out = on_host(third, "ip", "-o", "-4", "addr", "show", "dev", sim_cluster3.link_port)
+    assert "inet %s/24" % sim_cluster3.cluster_ips[third] in out, out
+    ids = {h: on_host(h, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster3.image_name).strip()
+           for h in sim_cluster3.hosts}
+    assert len(set(ids.values())) == 1, ids
 
 
 def test_model_was_copied_to_every_node(sim_cluster3, deployed3):

