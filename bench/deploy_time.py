@@ -2,10 +2,11 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Deploy wall time on the simulated cluster (tests/sim/cluster.py), through ansible-runner:
 
-  cold   `scripts/sim.sh up N --fresh`: host containers made anew, their engines emptied of every
-         container, the model only on the head (model_sync copies it). The serving image stays
-         loaded in each host engine's volume: the simulation has no registry to pull from, so a
-         real cold deploy adds the image pull to this.
+  cold   `scripts/sim.sh up N --fresh`: host containers made anew with the cluster link port
+         without an address, their engines emptied of every container, the model and the serving
+         image only on the head (cluster_link, model_sync and serving_image do the rest). The
+         image copy's MB/s is set against the plain TCP figure the link check measured between
+         the same cluster addresses in the same run.
   no-op  the same deploy again at once; changed must be 0.
   warm   playbooks/teardown.yml (removes the engine and the Ray containers, drops the page cache;
          keeps the image, the model on every node and model_sync's verified marks), then deploy.
@@ -19,13 +20,15 @@ This takes the simulated cluster (recreates its hosts): never run it while someo
 import os
 import sys
 
-from bench.events import task_runs, task_span
+from bench.events import task_results, task_runs, task_span
 from bench.hosts import OUT, TOP
 from bench.runner import changed_total, run_playbook
 
 ENGINE_TASK = 'Wait for /health, showing progress (V7)'
 LAUNCH_TASK = 'Start the engine inside the Ray head container (R1, docker exec, never ray://)'
 MODEL_TASK = 'Pull, verify every checksum, re-fetch mismatches, mark verified'
+IMAGE_TASK = 'What this node got, for the summary and the callers'  # roles/serving_image
+LINK_TASK = "Keep this node's result"  # roles/link_check, tasks/probe.yml
 TEARDOWN = os.path.join(TOP, 'playbooks', 'teardown.yml')
 TARGETS = {
     2: ('playbooks/deploy-m27.yml', 'inventory/sim.ini'),
@@ -62,7 +65,23 @@ def phase(name, wall, stats, events):
     # is not a start-up.
     if engine and launch is not None:
         row['overhead_vs_engine'] = round((wall - engine) / engine, 2)
+    row['image_copies'] = [res['ansible_facts']['serving_image_result'] for res in task_results(events, IMAGE_TASK).values()
+                           if res.get('ansible_facts', {}).get('serving_image_result', {}).get('action') == 'copied']
+    tcp = [res['ansible_facts']['link_check_result']['tcp_gbit'] for res in task_results(events, LINK_TASK).values()
+           if res.get('ansible_facts', {}).get('link_check_result', {}).get('tcp_gbit')]
+    # The slowest sender's plain TCP between the cluster addresses, as the deploy's summary says.
+    row['link_tcp_gbit'] = min(float(t) for t in tcp) if tcp else None
     return row
+
+
+def image_copy(row):
+    """'<seconds> s, <MB/s> (link <MB/s>)' of a run's image copies (the slowest node), or '-'."""
+    copies = row.get('image_copies') or []
+    if not copies:
+        return '-'
+    slowest = min(copies, key=lambda c: float(c['mb_per_s']))
+    link = '' if row.get('link_tcp_gbit') is None else ' (link TCP %.0f MB/s)' % (row['link_tcp_gbit'] * 1000 / 8)
+    return '%.1f s, %.1f MB/s%s' % (float(slowest['seconds']), float(slowest['mb_per_s']), link)
 
 
 def run(nodes=(2, 3)):
@@ -92,12 +111,12 @@ def _num(value, fmt):
 
 def table(result):
     lines = ['| nodes | run | wall (s) | changed | engine start-up (s) | (deploy - engine) / engine '
-             '| model copy (s) | slowest task |', '|---|---|---|---|---|---|---|---|']
+             '| model copy (s) | image copy, slowest node | slowest task |', '|---|---|---|---|---|---|---|---|---|']
     for size in result['sizes']:
         for r in size['rows']:
             slow = r['slowest_tasks'][0] if r['slowest_tasks'] else ('-', 0)
-            lines.append('| %d | %s | %.1f | %d | %s | %s | %s | %s (%.1f s) |' % (
+            lines.append('| %d | %s | %.1f | %d | %s | %s | %s | %s | %s (%.1f s) |' % (
                 size['nodes'], r['phase'], r['wall_s'], r['changed'],
                 _num(r['engine_startup_s'], '%.1f'), _num(r['overhead_vs_engine'], '%.2f'),
-                _num(r['model_copy_s'], '%.1f'), slow[0], slow[1]))
+                _num(r['model_copy_s'], '%.1f'), image_copy(r), slow[0], slow[1]))
     return '\n'.join(lines)

@@ -477,15 +477,15 @@ def test_drift_names_another_serving_image_on_a_node(sim_cluster, deployed, run_
     # drift names M1 there, with both IDs; the running container is untouched.
     head, worker = sim_cluster.hosts
     original = on_host(worker, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster.image_name).strip()
-    other = on_host(worker, "sh", "-c", "tar -cf - -T /dev/null | docker import -q - gb10-e2e-other:drift").strip()
+    other = on_host(worker, "sh", "-c", "tar -cf - -C /etc hostname | docker import - gb10-e2e-other:drift").strip()
     try:
         on_host(worker, "docker", "tag", other, sim_cluster.image_name)
         result = drift(run_playbook, sim_cluster)
         assert result.status == "failed", result
         found = findings(result)
         assert (worker, "M1") in found and not {f for f in found if f[0] == head}, found
-        message = dict(((h, t), m) for h, t, m in result.failures())[
-            (worker, "Serving image - present with the head's image ID (M1)")]
+        message = result.results_by_host(task="Serving image - present with the head's image ID (M1)",
+                                         event="runner_on_failed")[worker]["msg"]
         assert other in message and original in message, message
     finally:
         on_host(worker, "docker", "tag", original, sim_cluster.image_name)
@@ -512,8 +512,8 @@ def test_drift_names_a_removed_link_address(sim_cluster, deployed, run_playbook)
         result = drift(run_playbook, sim_cluster)
         assert result.status == "failed", result
         assert (worker, "N5") in findings(result), result
-        message = dict(((h, t), m) for h, t, m in result.failures())[
-            (worker, "Cluster link - address, MTU and netplan file as deployed (N5)")]
+        message = result.results_by_host(task="Cluster link - address, MTU and netplan file as deployed (N5)",
+                                         event="runner_on_failed")[worker]["msg"]
         assert sim_cluster.link_port in message and sim_cluster.cluster_ips[worker] in message, message
         assert link_state(worker, sim_cluster.link_port)[0] == []
     finally:

@@ -12,10 +12,13 @@
   a node that stops answering SSH halfway, a model copy killed halfway, an engine that is not
   ready in time, a Ray worker killed while the engine starts. Each run stops naming the host and
   the next step; model files stay; a serving engine is not torn down by a run that fails before
-  it; logs of a failed start are collected to the controller.
+  it; logs of a failed start are collected to the controller;
+- the cluster link and the serving image (issue 17): a peer that does not answer on the link, an
+  MTU mismatch on it, an image copy cut halfway (no half image; the next run copies again).
 
 Order matters: the first tests need the serving cluster the module fixture makes (a no-op run
-when test_recover.py left it serving); the last two leave the engine broken on purpose.
+when test_recover.py left it serving); the engine tests after them leave the engine broken on
+purpose, and the link and image faults come last.
 """
 
 import contextlib
@@ -189,12 +192,14 @@ def test_only_ssh_and_the_api_answer_a_machine_outside_the_cluster(sim_cluster, 
 
 
 def test_the_ray_dashboard_does_not_answer_even_a_cluster_member(sim_cluster, serving):
+    # From the worker's cluster address to the head's, which the firewall lets through: nothing
+    # listens there (ray_cluster starts Ray without its dashboard).
     worker = sim_cluster.hosts[1]
     out = on_host(worker, "python3", "-c",
                   "import socket\n"
                   "s = socket.socket(); s.settimeout(3)\n"
                   "print('open' if s.connect_ex(('%s', 8265)) == 0 else 'closed')\n"
-                  % sim_cluster.ips[sim_cluster.head])
+                  % sim_cluster.cluster_ips[sim_cluster.head])
     assert out.strip() == "closed"
 
 
@@ -565,3 +570,195 @@ def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, servin
     logs_dir = message.split("logs of every node's containers are in ")[1].split()[0].rstrip("/")
     worker_logs = glob.glob(os.path.join(logs_dir, worker, "*"))
     assert worker_logs, (logs_dir, os.listdir(logs_dir))
+
+
+# ---- the cluster link and the serving image (issue 17) ----------------------------------------
+# Last in this module: the engine is broken already, so faults on the link cannot hurt a test that
+# needs it serving. Each runs the role alone, as deploy.yml's play runs it (any_errors_fatal).
+
+def role_playbook(tmp_path, role, **role_vars):
+    """A playbook of one role of the collection on the whole cluster, as deploy.yml's play runs it."""
+    path = tmp_path / ("%s.yml" % role)
+    path.write_text(yaml.safe_dump([{
+        "name": "Run %s" % role, "hosts": "gb10_cluster", "any_errors_fatal": True, "become": True,
+        "gather_facts": False, "roles": [{"role": "gb10.serving." + role, "vars": role_vars}]}]))
+    return str(path)
+
+
+def failure_messages(result, task):
+    return {host: msg for host, failed_task, msg in result.failures() if failed_task == task}
+
+
+def outer_veth(host, port):
+    """The name, on this machine, of the veth whose other end is the simulated Spark's port."""
+    index = on_host(host, "cat", "/sys/class/net/%s/iflink" % port).strip()
+    for line in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout.splitlines():
+        number, name = line.split(":")[:2]
+        if number.strip() == index:
+            return name.strip().split("@")[0]
+    raise AssertionError("no interface %s on this machine for %s's %s" % (index, host, port))
+
+
+def test_a_peer_that_does_not_answer_on_the_link_is_named(sim_cluster, run_playbook, tmp_path):
+    # The worker drops what arrives on its link port but TCP (a peer whose cable or address is
+    # wrong, as ping sees it): both ends fail, each naming itself, the interface and the peer.
+    head, worker = sim_cluster.hosts
+    port = sim_cluster.link_port
+    dropped = ["INPUT", "-i", port, "-p", "icmp", "-j", "DROP"]
+    on_host(worker, "iptables", "-I", *dropped)
+    try:
+        result = run_playbook(role_playbook(tmp_path, "cluster_link"), sim_cluster.inventory, timeout=600)
+    finally:
+        subprocess.run(["docker", "exec", worker, "iptables", "-D"] + dropped, check=False, timeout=30)
+
+    assert result.status == "failed", result
+    messages = failure_messages(result, "Every peer answers on its cluster address over the link")
+    assert set(messages) == set(sim_cluster.hosts), result.failures()
+    for host, peer in ((head, worker), (worker, head)):
+        assert messages[host].startswith("host %s: peer %s (%s) does not answer over %s"
+                                         % (host, peer, sim_cluster.cluster_ips[peer], port)), messages[host]
+        assert "Fix: check the cable between %s and %s" % (host, peer) in messages[host]
+    # The same run with the peer back passes.
+    assert_succeeded(run_playbook(role_playbook(tmp_path, "cluster_link"), sim_cluster.inventory, timeout=600),
+                     sim_cluster.hosts)
+
+
+def test_an_mtu_mismatch_on_the_link_is_named(sim_cluster, run_playbook, tmp_path):
+    # A hop at MTU 1500 between the two ports at 9000 (the worker's end of the simulated cable):
+    # small pings pass, the full-size don't-fragment ping fails both ways, naming the MTU to set.
+    head, worker = sim_cluster.hosts
+    veth = outer_veth(worker, sim_cluster.link_port)
+    subprocess.run(["ip", "link", "set", "dev", veth, "mtu", "1500"], check=True, timeout=30)
+    try:
+        result = run_playbook(role_playbook(tmp_path, "cluster_link"), sim_cluster.inventory, timeout=600)
+    finally:
+        subprocess.run(["ip", "link", "set", "dev", veth, "mtu", "9000"], check=False, timeout=30)
+
+    assert result.status == "failed", result
+    assert failure_messages(result, "Every peer answers on its cluster address over the link") == {}
+    messages = failure_messages(result, "Full-size frames pass unfragmented to every peer")
+    assert set(messages) == set(sim_cluster.hosts), result.failures()
+    for host, peer in ((head, worker), (worker, head)):
+        assert ("host %s: a 9000-byte don't-fragment ping from %s to peer %s (%s) fails"
+                % (host, sim_cluster.link_port, peer, sim_cluster.cluster_ips[peer])) in messages[host], messages[host]
+        assert "Fix: every hop must run MTU 9000" in messages[host]
+
+
+def test_an_image_copy_cut_halfway_leaves_no_half_image_and_is_redone(sim_cluster, run_playbook, tmp_path):
+    # The worker loses its image (and its Ray container, which held it); the copy from the head is
+    # slowed to 200 Mbit/s on the link and the worker's `docker load` killed 5 s into it.
+    head, worker = sim_cluster.hosts
+    port = sim_cluster.link_port
+    image = sim_cluster.image_name
+    want = on_host(head, "docker", "image", "inspect", "--format", "{{.Id}}", image).strip()
+    on_host(worker, "sh", "-c", "docker rm -f %s >/dev/null 2>&1; docker rmi -f %s && docker image prune -f" % (WORKER, image))
+    playbook = role_playbook(tmp_path, "serving_image", serving_image_name=image)
+
+    def cut_copy():
+        time.sleep(5)
+        subprocess.run(["docker", "exec", worker, "pkill", "-f", "^docker load"], timeout=30, check=False)
+
+    on_host(head, "tc", "qdisc", "replace", "dev", port, "root", "tbf", "rate", "200mbit", "burst", "256kb",
+            "latency", "400ms")
+    try:
+        handler = when_task_starts("Wait for every stream (bounded by serving_image_copy_timeout_s)", head, cut_copy)
+        cut = run_playbook(playbook, sim_cluster.inventory, timeout=900, event_handler=handler)
+    finally:
+        subprocess.run(["docker", "exec", head, "tc", "qdisc", "del", "dev", port, "root"],
+                       capture_output=True, timeout=30, check=False)
+
+    assert handler.fired.is_set()
+    assert cut.status == "failed", cut
+    message = failure_messages(cut, "Every stream ended well (one message naming every target that failed)")[head]
+    assert message.startswith("host %s: copying %s from %s over the cluster link (%s) failed"
+                              % (worker, image, head, sim_cluster.cluster_ips[worker])), message
+    assert "kept what it had" in message and "then re-run: the copy starts again" in message, message
+    # No half image: nothing under the name, and no untagged image left behind by the load.
+    assert on_host(worker, "docker", "images", "-q", "--no-trunc", image).strip() == ""
+    assert on_host(worker, "docker", "images", "-q", "--filter", "dangling=true").strip() == ""
+
+    again = run_playbook(playbook, sim_cluster.inventory, timeout=900)
+    assert_succeeded(again, sim_cluster.hosts)
+    assert on_host(worker, "docker", "image", "inspect", "--format", "{{.Id}}", image).strip() == want
+    got = again.results_by_host(task="What this node got, for the summary and the callers")[worker]
+    assert got["ansible_facts"]["serving_image_result"]["action"] == "copied", got
+
+
+REGISTRY_PORT = 5000
+# Debian's registry (package docker-registry) on the client machine, with TLS and one htpasswd
+# user: what an operator's private registry is to the cluster. $1 address, $2 password.
+REGISTRY_SETUP = r"""
+set -e
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-registry apache2-utils openssl >/dev/null
+mkdir -p /srv/registry && cd /srv/registry
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$1" -addext "subjectAltName=IP:$1" \
+  -keyout key.pem -out cert.pem 2>/dev/null
+htpasswd -Bbn gb10 "$2" > htpasswd
+cat > config.yml <<CONFIG
+version: 0.1
+storage: {filesystem: {rootdirectory: /srv/registry/data}}
+http: {addr: ":%d", tls: {certificate: /srv/registry/cert.pem, key: /srv/registry/key.pem}}
+auth: {htpasswd: {realm: gb10-e2e, path: /srv/registry/htpasswd}}
+CONFIG
+pkill -f 'docker-registry serve' || true
+nohup docker-registry serve config.yml > registry.log 2>&1 &
+""" % REGISTRY_PORT
+
+
+def test_a_registry_that_refuses_the_credentials_is_named_and_the_right_ones_pull(sim_cluster, client,
+                                                                                  run_playbook, tmp_path):
+    # No node has the image: the head pulls it from the registry with the vaulted credentials (a
+    # small image: the path is the same for the serving image, the push of 4.7 GB is not worth
+    # the minutes), the worker gets it over the link. Wrong credentials: named, never printed.
+    head, worker = sim_cluster.hosts
+    registry = "%s:%d" % (CLIENT_IP, REGISTRY_PORT)
+    image = "%s/gb10-e2e/tiny:1" % registry
+    password = "e2e-" + secrets.token_hex(12)
+    wrong = "e2e-" + secrets.token_hex(12)
+    rc, out = client.exec_run(["sh", "-c", REGISTRY_SETUP, "sh", CLIENT_IP, password])
+    assert rc == 0, out.decode()[-2000:]
+    ca = client.exec_run(["cat", "/srv/registry/cert.pem"]).output.decode()
+    certs = "/etc/docker/certs.d/%s" % registry
+    try:
+        # The head trusts the registry's certificate (Docker reads certs.d at each pull: no restart).
+        subprocess.run(["docker", "exec", "-i", head, "sh", "-c", "mkdir -p %s && cat > %s/ca.crt" % (certs, certs)],
+                       input=ca, text=True, check=True, timeout=60)
+        subprocess.run(["docker", "exec", "-i", head, "sh", "-c",
+                        "tar -cf - -C /etc hostname | docker import - %s >/dev/null && "
+                        "docker login -u gb10 --password-stdin %s >/dev/null && docker push %s >/dev/null && "
+                        "docker logout %s >/dev/null && docker rmi %s >/dev/null" % (image, registry, image, registry, image)],
+                       input=password, text=True, check=True, timeout=300)
+        playbook = role_playbook(tmp_path, "serving_image", serving_image_name=image,
+                                 serving_image_registry_username="gb10",
+                                 serving_image_registry_password="{{ gb10_e2e_registry_password }}")
+
+        refused = run_playbook(playbook, sim_cluster.inventory, timeout=600,
+                               extravars={"gb10_e2e_registry_password": wrong})
+
+        assert refused.status == "failed", refused
+        message = failure_messages(refused, "Say what failed (the registry's answer may carry the credentials; it is not shown)")
+        assert set(message) == {head}, refused.failures()
+        assert message[head].startswith("host %s: pulling %s failed (login refused by %s)" % (head, image, registry))
+        assert "serving_image_registry_password (ansible-vault)" in message[head], message[head]
+        assert wrong not in run_text(refused) and password not in run_text(refused)
+
+        pulled = run_playbook(playbook, sim_cluster.inventory, timeout=600,
+                              extravars={"gb10_e2e_registry_password": password})
+
+        assert_succeeded(pulled, sim_cluster.hosts)
+        assert password not in run_text(pulled)
+        got = {h: r["ansible_facts"]["serving_image_result"] for h, r in
+               pulled.results_by_host(task="What this node got, for the summary and the callers").items()}
+        assert got[head]["action"] == "pulled" and got[worker]["action"] == "copied", got
+        assert got[head]["id"] == got[worker]["id"] == on_host(
+            worker, "docker", "image", "inspect", "--format", "{{.Id}}", image).strip(), got
+        # Logged out again: no credential left in the head's Docker config.
+        config = subprocess.run(["docker", "exec", head, "cat", "/root/.docker/config.json"],
+                                capture_output=True, text=True, timeout=30, check=False).stdout
+        assert registry not in config, config
+    finally:
+        for host in sim_cluster.hosts:
+            subprocess.run(["docker", "exec", host, "sh", "-c", "docker rmi %s; rm -rf %s" % (image, certs)],
+                           capture_output=True, timeout=60, check=False)
+        client.exec_run(["pkill", "-f", "docker-registry serve"])
