@@ -585,8 +585,19 @@ def role_playbook(tmp_path, role, **role_vars):
     return str(path)
 
 
+def link_playbook(tmp_path):
+    """Role cluster_link as deploy.yml's play runs it: its gate lets peers stream an image in."""
+    return role_playbook(tmp_path, "cluster_link", cluster_link_ssh_docker_load=True)
+
+
 def failure_messages(result, task):
-    return {host: msg for host, failed_task, msg in result.failures() if failed_task == task}
+    """{host: message} of a failed task; for a loop, the messages of its failed items, joined."""
+    out = {}
+    for data in result.host_results(task=task, event="runner_on_failed"):
+        res = data.get("res", {})
+        items = [item.get("msg", "") for item in res.get("results", []) if item.get("failed")]
+        out[data["host"]] = " | ".join(items) if items else res.get("msg", "")
+    return out
 
 
 def outer_veth(host, port):
@@ -607,7 +618,7 @@ def test_a_peer_that_does_not_answer_on_the_link_is_named(sim_cluster, run_playb
     dropped = ["INPUT", "-i", port, "-p", "icmp", "-j", "DROP"]
     on_host(worker, "iptables", "-I", *dropped)
     try:
-        result = run_playbook(role_playbook(tmp_path, "cluster_link"), sim_cluster.inventory, timeout=600)
+        result = run_playbook(link_playbook(tmp_path), sim_cluster.inventory, timeout=600)
     finally:
         subprocess.run(["docker", "exec", worker, "iptables", "-D"] + dropped, check=False, timeout=30)
 
@@ -619,7 +630,7 @@ def test_a_peer_that_does_not_answer_on_the_link_is_named(sim_cluster, run_playb
                                          % (host, peer, sim_cluster.cluster_ips[peer], port)), messages[host]
         assert "Fix: check the cable between %s and %s" % (host, peer) in messages[host]
     # The same run with the peer back passes.
-    assert_succeeded(run_playbook(role_playbook(tmp_path, "cluster_link"), sim_cluster.inventory, timeout=600),
+    assert_succeeded(run_playbook(link_playbook(tmp_path), sim_cluster.inventory, timeout=600),
                      sim_cluster.hosts)
 
 
@@ -630,7 +641,7 @@ def test_an_mtu_mismatch_on_the_link_is_named(sim_cluster, run_playbook, tmp_pat
     veth = outer_veth(worker, sim_cluster.link_port)
     subprocess.run(["ip", "link", "set", "dev", veth, "mtu", "1500"], check=True, timeout=30)
     try:
-        result = run_playbook(role_playbook(tmp_path, "cluster_link"), sim_cluster.inventory, timeout=600)
+        result = run_playbook(link_playbook(tmp_path), sim_cluster.inventory, timeout=600)
     finally:
         subprocess.run(["ip", "link", "set", "dev", veth, "mtu", "9000"], check=False, timeout=30)
 
@@ -701,7 +712,7 @@ storage: {filesystem: {rootdirectory: /srv/registry/data}}
 http: {addr: ":%d", tls: {certificate: /srv/registry/cert.pem, key: /srv/registry/key.pem}}
 auth: {htpasswd: {realm: gb10-e2e, path: /srv/registry/htpasswd}}
 CONFIG
-pkill -f 'docker-registry serve' || true
+pkill -x docker-registry || true
 nohup docker-registry serve config.yml > registry.log 2>&1 &
 """ % REGISTRY_PORT
 
@@ -761,4 +772,4 @@ def test_a_registry_that_refuses_the_credentials_is_named_and_the_right_ones_pul
         for host in sim_cluster.hosts:
             subprocess.run(["docker", "exec", host, "sh", "-c", "docker rmi %s; rm -rf %s" % (image, certs)],
                            capture_output=True, timeout=60, check=False)
-        client.exec_run(["pkill", "-f", "docker-registry serve"])
+        client.exec_run(["pkill", "-x", "docker-registry"])
