@@ -15,6 +15,7 @@ def run_playbook(playbook, inventory, extravars=None, fact_cache=None):
     """(wall seconds, stats dict, events list; bench.events reads task timings from the events).
     Uses the project's ansible.cfg (forks, pipelining, ControlPersist, fact caching) so the
     numbers are what users get."""
+    os.makedirs(OUT, exist_ok=True)  # deploy-time makes no light hosts, whose set-up would make it
     private = tempfile.mkdtemp(prefix='run-', dir=OUT)
     env = {
         'ANSIBLE_CONFIG': os.path.join(TOP, 'ansible.cfg'),

@@ -181,6 +181,14 @@ def check_driver(node):
     return []
 
 
+def _link_awaits_host_prep(node):
+    """The deploy's host prep configures the cluster link (node key link_host_prep) and the
+    interface is not there yet or lacks gb10_cluster_ip: a fresh Spark's port, a bond not made."""
+    iface = node.get('iface') or {}
+    return bool(node.get('link_host_prep')) and not (
+        iface.get('present') and node.get('cluster_ip') in (iface.get('ipv4') or []))
+
+
 def preflight_notes(nodes):
     """What is wrong now but fixed later in the same deploy, shown instead of refused: a driver that
     host prep replaces (H1), a cluster link that host prep configures (N3), a model that
@@ -192,9 +200,7 @@ def preflight_notes(nodes):
             notes.append('host %s: driver %s will be replaced by %s.x in host prep (H1): %s; preflight_host_prep_follows '
                          'is true and nvidia_driver_install is true for this host.'
                          % (node['host'], wrong[0], KNOWN_GOOD_DRIVER_BRANCH, wrong[1]))
-        iface = node.get('iface') or {}
-        if node.get('link_host_prep') and node.get('cluster_iface') and not (
-                iface.get('present') and node.get('cluster_ip') in (iface.get('ipv4') or [])):
+        if node.get('cluster_iface') and _link_awaits_host_prep(node):
             notes.append('host %s: gb10_cluster_ip %s is not on gb10_cluster_iface %s yet; role cluster_link '
                          'configures the link in host prep and verifies it from every node (N3, N5).'
                          % (node['host'], node.get('cluster_ip') or '(unset)', node['cluster_iface']))
@@ -211,7 +217,7 @@ def check_interface(node, min_mbps=MIN_CLUSTER_LINK_MBPS):
     if not name:
         return ['host %s: gb10_cluster_iface is not set. Fix: set it to the cluster link (the interface '
                 'ibdev2netdev shows "(Up)", e.g. enP7s7 or bond0).' % host]
-    if node.get('link_host_prep') and not (iface.get('present') and node.get('cluster_ip') in (iface.get('ipv4') or [])):
+    if _link_awaits_host_prep(node):
         # Role cluster_link configures the link in host prep and verifies it there (address,
         # every peer, MTU end to end): preflight_notes says so instead.
         return []

@@ -63,6 +63,7 @@ def _node(entry):
         'client': bool(entry.get('client')),
         'zstd': bool(entry.get('zstd')),
         'docker_version': str(entry.get('docker_version') or ''),
+        'link_ips': dict((str(k), str(v)) for k, v in (entry.get('link_ips') or {}).items()),
     }
 
 
@@ -72,7 +73,9 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     image: the profile's image reference. nodes: one dict per host in the group's order, with
     host, id (image ID or ''), cluster_ip, gate_load (the host's gate allows docker load),
     client (the host has the cluster ssh client), zstd (the host has zstd), docker_version (its
-    Docker server version). source: the preferred source host ('' = the
+    Docker server version), link_ips ({peer: the peer's address over this host's own link to it},
+    as role cluster_link verified it; in a 3-node mesh each pair has a subnet of its own, and the
+    peers' cluster keys are accepted from those addresses only). source: the preferred source host ('' = the
     first host, the head). pull: 'auto' (pull a registry reference only), 'always' (pull any
     name), 'never'.
 
@@ -80,7 +83,8 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     gzip), 'zstd', 'gzip' or 'none'.
 
     Returns a dict: source, source_id ('' when it is pulled first), pull (bool), targets (hosts
-    that get a copy), targets_ip {host: cluster address}, compression, actions {host: had|pull|copy|source}, problems (refusals; empty when the
+    that get a copy), targets_ip {host: the address the source reaches it at over the link: its
+    link_ips entry, else its cluster_ip}, compression, actions {host: had|pull|copy|source}, problems (refusals; empty when the
     plan may run), changed (bool).
     """
     nodes = [_node(n) for n in nodes or []]
@@ -172,7 +176,8 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
                 problems.append('host %s: its cluster-key gate (%s) does not let a peer run `docker load`, '
                                 'so %s cannot copy %s there. Fix: run role gb10.serving.cluster_link with '
                                 'cluster_link_ssh_docker_load: true.' % (host, GATE, src, image))
-        result['targets_ip'] = dict((h, by_host[h]['cluster_ip']) for h in result['targets'])
+        result['targets_ip'] = dict((h, by_host[src]['link_ips'].get(h) or by_host[h]['cluster_ip'])
+                                    for h in result['targets'])
         result['compression'] = choose_compression(
             compression, by_host[src]['zstd'], [by_host[h]['docker_version'] for h in result['targets']])
     result['changed'] = not problems and (result['pull'] or bool(result['targets']))

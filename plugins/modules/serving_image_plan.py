@@ -31,7 +31,10 @@ options:
     description:
       - One entry per host of the group, in the group's order, with C(host), C(id) (the image ID,
         empty when the node lacks it), C(cluster_ip), C(gate_load) (bool), C(client) (bool, the
-        node has the cluster ssh client), C(zstd) (bool) and C(docker_version).
+        node has the cluster ssh client), C(zstd) (bool), C(docker_version) and optionally
+        C(link_ips) (a dict, each peer's address over this node's own link to it, as role
+        gb10.serving.cluster_link verified it; a copy from this node goes there, else to the
+        target's C(cluster_ip)).
     type: list
     elements: dict
     required: true
@@ -105,7 +108,7 @@ targets:
   elements: str
   sample: [spark2]
 targets_ip:
-  description: The targets' cluster addresses, by host.
+  description: Where the source reaches each target over the link, by host (its C(link_ips) entry, else the target's C(cluster_ip)).
   returned: success
   type: dict
 compression:

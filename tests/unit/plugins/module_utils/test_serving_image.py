@@ -90,6 +90,17 @@ def test_a_target_without_cluster_ip_is_refused():
     assert p['changed'] is False
 
 
+def test_a_mesh_copy_goes_to_the_address_of_the_direct_link():
+    # A 3-node ring: each pair on a subnet of its own (N6), gb10_cluster_ip on the 10 GbE port;
+    # the peers' cluster keys are accepted from the direct links' addresses only.
+    head = dict(node('spark1', ID_A, ip='10.10.0.1'), link_ips={'spark2': '192.168.101.2', 'spark3': '192.168.103.3'})
+    p = si.plan('vllm-node:latest', [head, node('spark2', ip='10.10.0.2'), node('spark3', ip='10.10.0.3')])
+    assert p['problems'] == [] and p['targets_ip'] == {'spark2': '192.168.101.2', 'spark3': '192.168.103.3'}
+    # Without cluster_link's view (the role alone): the targets' cluster addresses.
+    p = si.plan('vllm-node:latest', [node('spark1', ID_A), node('spark2'), node('spark3')])
+    assert p['targets_ip'] == {'spark2': '10.0.0.2', 'spark3': '10.0.0.3'}
+
+
 def test_cluster_ip_is_not_needed_when_nothing_is_copied():
     p = si.plan('vllm-node:latest', [node('spark1', ID_A, ip=''), node('spark2', ID_A, ip='')])
     assert p['problems'] == []
