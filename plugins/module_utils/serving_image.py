@@ -77,20 +77,22 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     as role cluster_link verified it; in a 3-node mesh each pair has a subnet of its own, and the
     peers' cluster keys are accepted from those addresses only). source: the preferred source host ('' = the
     first host, the head). pull: 'auto' (pull a registry reference only), 'always' (pull any
-    name), 'never'.
+    name), 'never'. build_recipe: the recipe the role builds the image from on the source when
+    no node has it (a directory holding a Dockerfile, or a Dockerfile); it comes before a pull.
 
     compression: 'auto' (zstd when the source has it and every target's Docker reads it, else
     gzip), 'zstd', 'gzip' or 'none'.
 
-    Returns a dict: source, source_id ('' when it is pulled first), pull (bool), targets (hosts
+    Returns a dict: source, source_id ('' when it is pulled or built first), pull (bool), build
+    (bool: built on the source first), targets (hosts
     that get a copy), targets_ip {host: the address the source reaches it at over the link: its
-    link_ips entry, else its cluster_ip}, compression, actions {host: had|pull|copy|source}, problems (refusals; empty when the
+    link_ips entry, else its cluster_ip}, compression, actions {host: had|pull|build|copy}, problems (refusals; empty when the
     plan may run), changed (bool).
     """
     nodes = [_node(n) for n in nodes or []]
     hosts = [n['host'] for n in nodes]
     by_host = dict((n['host'], n) for n in nodes)
-    result = {'image': image, 'source': '', 'source_id': '', 'pull': False, 'targets': [],
+    result = {'image': image, 'source': '', 'source_id': '', 'pull': False, 'build': False, 'targets': [],
               'targets_ip': {}, 'compression': '', 'actions': {}, 'problems': [], 'changed': False}
     problems = result['problems']
     if not (image or '').strip():
@@ -127,15 +129,15 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
             return result
         # Copy from a node that has it: cheaper than a pull, and nothing is pulled where it exists.
         src = holders[0]
+    elif build_recipe:
+        # The user named how it is made: built once, on the source only, then copied.
+        src = preferred
+        result['build'] = True
     else:
         src = preferred
         may_pull = pull == 'always' or (pull == 'auto' and is_registry_reference(image))
         if not may_pull:
-            if build_recipe:
-                how = ('serving_image_build_recipe=%s names a build recipe, which this role does not run '
-                       '(not implemented: build it on %s yourself, e.g. with the community\'s '
-                       'build-and-copy.sh)' % (build_recipe, src))
-            elif pull == 'never':
+            if pull == 'never':
                 how = 'serving_image_pull=never'
             else:
                 how = ('it is not a registry reference to pull (serving_image_pull=auto pulls only names '
@@ -143,7 +145,8 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
             problems.append(
                 'image %s is on no host of %s (%s) and there is no way to get it: %s. Fix: load or build '
                 'it on %s (docker load -i <file>, or the community\'s build-and-copy.sh); the role then '
-                'copies it to the other nodes. Or set serving_image_pull=always to pull it from Docker Hub.'
+                'copies it to the other nodes. Or set serving_image_build_recipe to a recipe the role builds '
+                'there, or serving_image_pull=always to pull it from Docker Hub.'
                 % (image, group, ', '.join(hosts), how, src))
             return result
         result['pull'] = True
@@ -152,7 +155,7 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     result['source_id'] = by_host[src]['id']
     for host in hosts:
         if host == src:
-            result['actions'][host] = 'pull' if result['pull'] else 'had'
+            result['actions'][host] = 'pull' if result['pull'] else ('build' if result['build'] else 'had')
         elif by_host[host]['id'] and by_host[host]['id'] == result['source_id']:
             result['actions'][host] = 'had'
         else:
@@ -180,5 +183,5 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
                                     for h in result['targets'])
         result['compression'] = choose_compression(
             compression, by_host[src]['zstd'], [by_host[h]['docker_version'] for h in result['targets']])
-    result['changed'] = not problems and (result['pull'] or bool(result['targets']))
+    result['changed'] = not problems and (result['pull'] or result['build'] or bool(result['targets']))
     return result

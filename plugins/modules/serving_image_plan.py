@@ -48,7 +48,9 @@ options:
     default: auto
     choices: [auto, always, never]
   build_recipe:
-    description: A build recipe the profile names; building is not implemented, so it is named in the refusal.
+    description:
+      - The recipe the image is built from on the source when no node has it (a directory holding a
+        Dockerfile, or a Dockerfile); it comes before a pull. Empty builds nothing.
     type: str
     default: ""
   compression:
@@ -99,6 +101,10 @@ source_id:
   type: str
 pull:
   description: Whether the image is pulled on the source first (no node has it).
+  returned: success
+  type: bool
+build:
+  description: Whether the image is built on the source first from O(build_recipe) (no node has it).
   returned: success
   type: bool
 targets:

@@ -110,7 +110,7 @@ def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):
 
 
 NETPLAN_FILE = "/etc/netplan/60-gb10-cluster-link.yaml"  # cluster_link_netplan_dir/_file
-IMAGE_SUMMARY_TASK = "Summary (per node, had / pulled / copied, bytes on the wire, seconds, MB/s)"
+IMAGE_SUMMARY_TASK = "Summary (per node, had / pulled / built / copied, bytes, seconds, MB/s)"
 
 
 def link_state(host, port):

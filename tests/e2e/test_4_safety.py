@@ -14,7 +14,8 @@
   the next step; model files stay; a serving engine is not torn down by a run that fails before
   it; logs of a failed start are collected to the controller;
 - the cluster link and the serving image (issue 17): a peer that does not answer on the link, an
-  MTU mismatch on it, an image copy cut halfway (no half image; the next run copies again).
+  MTU mismatch on it, an image copy cut halfway (no half image; the next run copies again), a
+  registry that refuses the credentials, an image built on the head from its recipe.
 
 Order matters: the first tests need the serving cluster the module fixture makes (a no-op run
 when test_recover.py left it serving); the engine tests after them leave the engine broken on
@@ -773,3 +774,30 @@ def test_a_registry_that_refuses_the_credentials_is_named_and_the_right_ones_pul
             subprocess.run(["docker", "exec", host, "sh", "-c", "docker rmi %s; rm -rf %s" % (image, certs)],
                            capture_output=True, timeout=60, check=False)
         client.exec_run(["pkill", "-x", "docker-registry"])
+
+
+def test_an_image_on_no_node_is_built_on_the_head_from_its_recipe_and_copied(sim_cluster, run_playbook, tmp_path):
+    # serving_image_build_recipe names a directory with a Dockerfile on the controller: built
+    # once on the head (no node has the image), then copied over the link; a re-run does nothing.
+    head, worker = sim_cluster.hosts
+    image = "gb10-e2e-built:1"
+    playbook = role_playbook(tmp_path, "serving_image", serving_image_name=image,
+                             serving_image_build_recipe=os.path.join(TOP, "tests", "fixtures", "image-recipe"))
+    try:
+        built = run_playbook(playbook, sim_cluster.inventory, timeout=600)
+
+        assert_succeeded(built, sim_cluster.hosts)
+        got = {h: r["ansible_facts"]["serving_image_result"] for h, r in
+               built.results_by_host(task="What this node got, for the summary and the callers").items()}
+        assert got[head]["action"] == "built" and got[worker]["action"] == "copied", got
+        ids = {h: on_host(h, "docker", "image", "inspect", "--format", "{{.Id}}", image).strip() for h in sim_cluster.hosts}
+        assert ids[head] == ids[worker] == got[worker]["id"], (ids, got)
+        assert on_host(worker, "docker", "image", "inspect", "--format",
+                       "{{index .Config.Labels \"gb10.serving.test\"}}", image).strip() == "recipe"
+
+        again = run_playbook(playbook, sim_cluster.inventory, timeout=600)
+        assert_succeeded(again, sim_cluster.hosts)
+        assert {h: again.stats[h]["changed"] for h in sim_cluster.hosts} == {h: 0 for h in sim_cluster.hosts}, again
+    finally:
+        for host in sim_cluster.hosts:
+            subprocess.run(["docker", "exec", host, "docker", "rmi", image], capture_output=True, timeout=60, check=False)

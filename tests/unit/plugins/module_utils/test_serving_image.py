@@ -78,10 +78,16 @@ def test_pull_always_pulls_a_local_name_and_never_refuses_a_registry_one():
     assert 'serving_image_pull=never' in p['problems'][0]
 
 
-def test_a_build_recipe_is_refused_as_not_implemented():
+def test_a_build_recipe_builds_on_the_source_only_where_no_node_has_the_image():
     p = si.plan('vllm-node:latest', [node('spark1'), node('spark2')], build_recipe='docker/Dockerfile')
-    assert 'serving_image_build_recipe=docker/Dockerfile' in p['problems'][0]
-    assert 'does not run' in p['problems'][0]
+    assert p['problems'] == [] and p['build'] and not p['pull'] and p['changed']
+    assert p['actions'] == {'spark1': 'build', 'spark2': 'copy'} and p['targets'] == ['spark2']
+    # Before a pull, too: the user named how the image is made.
+    p = si.plan('nvcr.io/nvidia/vllm:25.09-py3', [node('spark1'), node('spark2')], build_recipe='docker')
+    assert p['build'] and not p['pull']
+    # A node that has it is copied from; nothing is built.
+    p = si.plan('vllm-node:latest', [node('spark1'), node('spark2', ID_A)], build_recipe='docker/Dockerfile')
+    assert not p['build'] and p['source'] == 'spark2' and p['actions'] == {'spark1': 'copy', 'spark2': 'had'}
 
 
 def test_a_target_without_cluster_ip_is_refused():
