@@ -8,8 +8,6 @@ run in the order of their numbers: this one on a fresh cluster, the deploy, reco
 modules on that same cluster after it, then the 3-host cluster (TP=3), then teardown.
 """
 
-import json
-
 import docker
 import pytest
 

@@ -63,8 +63,8 @@ HOSTS = (
     ("gb10-sim-spark2", "172.30.210.12", "172.30.211.12"),
     ("gb10-sim-spark3", "172.30.210.13", "172.30.211.13"),
 )
-# A machine on the cluster's network that is not in the inventory: where an API client sits
-# (the e2e tests check from it which ports the firewall leaves open).
+# A machine on the management network that is not in the inventory: where an API client sits
+# (the e2e tests check from it which ports the firewall leaves open, and play a registry on it).
 CLIENT = ("gb10-sim-client", "172.30.210.50")
 # Used only until profiles/overlays/sim-cpu.yml exists; that file is the source of truth.
 DEFAULT_IMAGE = "gb10-sim-serving:local"
