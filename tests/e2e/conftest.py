@@ -6,6 +6,8 @@ ansible-runner, read back as events and per-host stats (never scraped stdout).
 Fixtures
   sim_cluster   (module scope) a fresh 2-host cluster, inventory/sim.ini  -> SimCluster
   sim_cluster3  (module scope) the 3-host cluster, inventory/sim3.ini -> SimCluster
+  serving       the 2-host cluster serving: as the module before left it, or deployed now when its
+                engine does not answer or a worker's Ray container is down -> SimCluster
   run_playbook  run_playbook(playbook, inventory, extravars=None, limit=None, check=False,
                 event_handler=None) -> RunResult (status, rc, stats per host, events);
                 event_handler(event) is called for each event as the run goes (fault injection)
@@ -27,6 +29,8 @@ import time
 
 import ansible_runner
 import pytest
+
+from .helpers import PLAYBOOK, assert_succeeded, serves
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUTPUT = os.path.join(TOP, "tests", "output", "e2e")
@@ -211,3 +215,14 @@ def sim_cluster3(sim_manager):
     """The simulated 3-Spark cluster (inventory/sim3.ini), for TP=3: the third host is added fresh
     to the 2-host cluster the modules before used."""
     return sim_manager.ensure(3)
+
+
+@pytest.fixture
+def serving(sim_cluster, run_playbook):
+    """The 2-Spark cluster serving, for every test that needs it: one deploy-m27.yml run when the
+    engine does not answer or a worker's Ray container is down (a module before broke it on
+    purpose), none when it serves already."""
+    if not serves(sim_cluster):
+        assert_succeeded(run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=3000), sim_cluster.hosts)
+        assert serves(sim_cluster)
+    return sim_cluster

@@ -11,20 +11,12 @@ modules on that same cluster after it, then the 3-host cluster (TP=3), then tear
 import docker
 import pytest
 
+from .helpers import ok_results
+
 # CUDA-visible total while DGX OS's modprobe override file was present at boot (rule H2): a fresh
 # simulated Spark boots with that file, as a fresh Spark does (tests/fixtures/gb10-sim/README.md).
 CUDA_TOTAL_WITH_OVERRIDE = 66571993088
 CUDA_TOTAL_WITHOUT = 128522383360  # 119.7 GiB: after modprobe_override removed the file and rebooted
-
-
-def ok_results(result, hosts):
-    """The per-host module results of an ad-hoc run that must have succeeded on every host."""
-    assert result.status == "successful", result
-    by_host = result.results_by_host()
-    assert sorted(by_host) == sorted(hosts), result
-    for host in hosts:
-        assert result.stats[host]["failed"] == 0 and result.stats[host]["unreachable"] == 0, result
-    return by_host
 
 
 @pytest.fixture(scope="module")

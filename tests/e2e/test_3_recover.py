@@ -5,13 +5,13 @@ planted on one host with the fixture kit; playbooks/recover.yml reboots that hos
 id changes, the other's does not) and frees the leak; deploy-m27.yml then brings the cluster back
 and it answers a chat request again.
 
-It starts from whatever state the cluster is in (after test_2_deploy.py: a stopped Ray worker),
+It starts from whatever state the cluster is in (after test_2b_drift.py: a stopped Ray worker),
 which is where an operator runs recover.yml in practice.
 """
 
 import openai
 
-from .test_2_deploy import HEAD, PLAYBOOK, PORT, api_key, assert_succeeded, on_host
+from .helpers import HEAD, PLAYBOOK, PORT, api_key, assert_succeeded, on_host
 
 RECOVER = "playbooks/recover.yml"
 LEAK_GIB = 40  # far above the 8 GiB threshold, as in the field reports (tens of GB, H4)

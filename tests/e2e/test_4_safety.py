@@ -13,13 +13,14 @@
   ready in time, a Ray worker killed while the engine starts. Each run stops naming the host and
   the next step; model files stay; a serving engine is not torn down by a run that fails before
   it; logs of a failed start are collected to the controller;
-- the cluster link and the serving image (issue 17): a peer that does not answer on the link, an
-  MTU mismatch on it, an image copy cut halfway (no half image; the next run copies again), a
-  registry that refuses the credentials, an image built on the head from its recipe.
+- the cluster link and the serving image (issue 17), in `scripts/test.sh full` only (marker
+  `full`): a peer that does not answer on the link, an MTU mismatch on it, a registry that refuses
+  the credentials. An image copy cut halfway and an image built from its recipe are
+  molecule/serving_image's (verify.yml), on two hosts of their own.
 
-Order matters: the first tests need the serving cluster the module fixture makes (a no-op run
-when test_recover.py left it serving); the engine tests after them leave the engine broken on
-purpose, and the link and image faults come last.
+Order matters: the tests that need a serving cluster ask for the `serving` fixture (conftest.py),
+which deploys only when the engine does not answer; the engine tests after them leave the engine
+broken on purpose, and the link and image faults come last.
 """
 
 import contextlib
@@ -30,76 +31,24 @@ import re
 import secrets
 import shlex
 import subprocess
-import threading
 import time
 
 import docker
 import pytest
-import yaml
 
 from .conftest import sim
-from .test_2_deploy import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, container_id,
-                            engine_process, link_figures, on_host, paste, user_env)
+from .helpers import (HEAD, LOGS_TASK, PLAYBOOK, PORT, TOP, WORKER, api_key, assert_succeeded, container_id,
+                      engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_containers,
+                      role_playbook, run_text, user_env, when_task_starts)
 
 SYNC_PLAY = "Sync the model over the cluster link (M3)"
 LINK_PLAY = "Measure the cluster link before the launch (N5)"
 LINK_TASK = "Refuse a slow or wrong wire, naming every node (N5)"
 WAIT_TASK = "Wait for /health, showing progress (V7)"
 PULL_TASK = "Pull, verify every checksum, re-fetch mismatches, mark verified"
-LOGS_TASK = "Fail with what went wrong and where the logs are"
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLIENT_IP = sim.CLIENT[1]  # the client machine of tests/sim/cluster.py
 HUB_PORT = 8088
 SSH_REFUSED = ["-p", "tcp", "--dport", "22", "-j", "REJECT", "--reject-with", "tcp-reset"]
-
-
-def run_text(result):
-    """Everything the run printed, as ansible-runner recorded it with its events."""
-    return "".join(ev.get("stdout", "") + "\n" for ev in result.events)
-
-
-def healthy(head):
-    """The engine's /health from inside the head container (no key needed)."""
-    out = subprocess.run(["docker", "exec", head, "docker", "exec", HEAD, "python3", "-c",
-                          "import urllib.request; print(urllib.request.urlopen("
-                          "'http://127.0.0.1:%d/health', timeout=10).status)" % PORT],
-                         capture_output=True, text=True, timeout=60, check=False)
-    return out.returncode == 0 and out.stdout.strip() == "200"
-
-
-def model_sync_playbook(tmp_path, **role_vars):
-    """A playbook of the model_sync role alone, as deploy.yml's sync play runs it (any_errors_fatal)."""
-    path = tmp_path / "model_sync.yml"
-    path.write_text(yaml.safe_dump([{
-        "name": "Sync a model", "hosts": "gb10_cluster", "any_errors_fatal": True, "become": True,
-        "gather_facts": False, "roles": [{"role": "gb10.serving.model_sync", "vars": role_vars}]}]))
-    return str(path)
-
-
-def when_task_starts(task, host, action):
-    """An event handler that runs action() once, in a thread, when task starts on host."""
-    fired = threading.Event()
-
-    def handler(event):
-        data = event.get("event_data", {})
-        if (event.get("event") == "runner_on_start" and data.get("task") == task
-                and data.get("host") == host and not fired.is_set()):
-            fired.set()
-            threading.Thread(target=action, daemon=True).start()
-    handler.fired = fired
-    return handler
-
-
-def worker_running(host):
-    out = subprocess.run(["docker", "exec", host, "docker", "inspect", "-f", "{{.State.Running}}", WORKER],
-                         capture_output=True, text=True, timeout=60, check=False)
-    return out.stdout.strip() == "true"
-
-
-def ray_containers(hosts, head):
-    """{host: (container id, start time)} of each node's Ray container: a restart changes the time."""
-    return {h: on_host(h, "docker", "inspect", "--format", "{{.Id}} {{.State.StartedAt}}",
-                       HEAD if h == head else WORKER).strip() for h in hosts}
 
 
 def hold_engine_start(head, name):
@@ -127,15 +76,6 @@ def engine_start_held(head, name):
 
 def release_engine_start(head, name):
     on_host(head, "docker", "exec", HEAD, "touch", "/tmp/gb10-e2e-hold-%s/release" % name)
-
-
-@pytest.fixture(scope="module")
-def serving(sim_cluster, run_playbook):
-    """A serving cluster: as test_3_recover.py leaves it, or deployed here when it is not."""
-    if not (healthy(sim_cluster.head) and all(worker_running(h) for h in sim_cluster.hosts[1:])):
-        result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=3000)
-        assert_succeeded(result, sim_cluster.hosts)
-    assert healthy(sim_cluster.head)
 
 
 @pytest.fixture(scope="module")
@@ -398,7 +338,7 @@ def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serv
     on_host(head, "sh", "-c", "mkdir -p %s && for i in 1 2 3; do head -c 536870912 /dev/urandom "
             "> %s/model-0000$i-of-00003.safetensors; done && echo '{}' > %s/config.json" % (path, path, path))
     on_host(worker, "rm", "-rf", path)
-    playbook = model_sync_playbook(tmp_path, model_sync_path=path)
+    playbook = role_playbook(tmp_path, "model_sync", model_sync_path=path)
     # The head sends at most 200 Mbit/s on the cluster link (the copy goes over it) while the copy
     # is to be killed: 1.5 GiB then take at least 64 s on any machine, while the kill comes once
     # 64 MiB are in (polled every 0.2 s).
@@ -462,7 +402,7 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
     deadline = time.monotonic() + 30
     while b"listening" not in client.exec_run(["cat", "/srv/hub.log"]).output and time.monotonic() < deadline:
         time.sleep(0.5)
-    playbook = model_sync_playbook(tmp_path, model_sync_path=path, model_sync_download=True, model_sync_repo=repo,
+    playbook = role_playbook(tmp_path, "model_sync", model_sync_path=path, model_sync_download=True, model_sync_repo=repo,
                                    model_sync_download_image=sim_cluster.image_name,
                                    model_sync_hub_endpoint="http://%s:%d" % (CLIENT_IP, HUB_PORT))
     try:
@@ -550,7 +490,9 @@ def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, r
     assert "NEXT STEP (gb10.serving)" in run_text(result)
 
 
-def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, serving, run_playbook):
+def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, run_playbook):
+    # The test before left an engine that never gets ready: this one launches anew anyway, so it
+    # does not ask for a serving cluster (which would deploy first).
     head, worker = sim_cluster.hosts
 
     def kill_worker():
@@ -577,28 +519,9 @@ def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, servin
 # Last in this module: the engine is broken already, so faults on the link cannot hurt a test that
 # needs it serving. Each runs the role alone, as deploy.yml's play runs it (any_errors_fatal).
 
-def role_playbook(tmp_path, role, **role_vars):
-    """A playbook of one role of the collection on the whole cluster, as deploy.yml's play runs it."""
-    path = tmp_path / ("%s.yml" % role)
-    path.write_text(yaml.safe_dump([{
-        "name": "Run %s" % role, "hosts": "gb10_cluster", "any_errors_fatal": True, "become": True,
-        "gather_facts": False, "roles": [{"role": "gb10.serving." + role, "vars": role_vars}]}]))
-    return str(path)
-
-
 def link_playbook(tmp_path):
     """Role cluster_link as deploy.yml's play runs it: its gate lets peers stream an image in."""
     return role_playbook(tmp_path, "cluster_link", cluster_link_ssh_docker_load=True)
-
-
-def failure_messages(result, task):
-    """{host: message} of a failed task; for a loop, the messages of its failed items, joined."""
-    out = {}
-    for data in result.host_results(task=task, event="runner_on_failed"):
-        res = data.get("res", {})
-        items = [item.get("msg", "") for item in res.get("results", []) if item.get("failed")]
-        out[data["host"]] = " | ".join(items) if items else res.get("msg", "")
-    return out
 
 
 def outer_veth(host, port):
@@ -611,6 +534,7 @@ def outer_veth(host, port):
     raise AssertionError("no interface %s on this machine for %s's %s" % (index, host, port))
 
 
+@pytest.mark.full
 def test_a_peer_that_does_not_answer_on_the_link_is_named(sim_cluster, run_playbook, tmp_path):
     # The worker drops what arrives on its link port but TCP (a peer whose cable or address is
     # wrong, as ping sees it): both ends fail, each naming itself, the interface and the peer.
@@ -635,6 +559,7 @@ def test_a_peer_that_does_not_answer_on_the_link_is_named(sim_cluster, run_playb
                      sim_cluster.hosts)
 
 
+@pytest.mark.full
 def test_an_mtu_mismatch_on_the_link_is_named(sim_cluster, run_playbook, tmp_path):
     # A hop at MTU 1500 between the two ports at 9000 (the worker's end of the simulated cable):
     # small pings pass, the full-size don't-fragment ping fails both ways, naming the MTU to set.
@@ -654,46 +579,6 @@ def test_an_mtu_mismatch_on_the_link_is_named(sim_cluster, run_playbook, tmp_pat
         assert ("host %s: a 9000-byte don't-fragment ping from %s to peer %s (%s) fails"
                 % (host, sim_cluster.link_port, peer, sim_cluster.cluster_ips[peer])) in messages[host], messages[host]
         assert "Fix: every hop must run MTU 9000" in messages[host]
-
-
-def test_an_image_copy_cut_halfway_leaves_no_half_image_and_is_redone(sim_cluster, run_playbook, tmp_path):
-    # The worker loses its image (and its Ray container, which held it); the copy from the head is
-    # slowed to 200 Mbit/s on the link and the worker's `docker load` killed 5 s into it.
-    head, worker = sim_cluster.hosts
-    port = sim_cluster.link_port
-    image = sim_cluster.image_name
-    want = on_host(head, "docker", "image", "inspect", "--format", "{{.Id}}", image).strip()
-    on_host(worker, "sh", "-c", "docker rm -f %s >/dev/null 2>&1; docker rmi -f %s && docker image prune -f" % (WORKER, image))
-    playbook = role_playbook(tmp_path, "serving_image", serving_image_name=image)
-
-    def cut_copy():
-        time.sleep(5)
-        subprocess.run(["docker", "exec", worker, "pkill", "-f", "^docker load"], timeout=30, check=False)
-
-    on_host(head, "tc", "qdisc", "replace", "dev", port, "root", "tbf", "rate", "200mbit", "burst", "256kb",
-            "latency", "400ms")
-    try:
-        handler = when_task_starts("Wait for every stream (bounded by serving_image_copy_timeout_s)", head, cut_copy)
-        cut = run_playbook(playbook, sim_cluster.inventory, timeout=900, event_handler=handler)
-    finally:
-        subprocess.run(["docker", "exec", head, "tc", "qdisc", "del", "dev", port, "root"],
-                       capture_output=True, timeout=30, check=False)
-
-    assert handler.fired.is_set()
-    assert cut.status == "failed", cut
-    message = failure_messages(cut, "Every stream ended well (one message naming every target that failed)")[head]
-    assert message.startswith("host %s: copying %s from %s over the cluster link (%s) failed"
-                              % (worker, image, head, sim_cluster.cluster_ips[worker])), message
-    assert "kept what it had" in message and "then re-run: the copy starts again" in message, message
-    # No half image: nothing under the name, and no untagged image left behind by the load.
-    assert on_host(worker, "docker", "images", "-q", "--no-trunc", image).strip() == ""
-    assert on_host(worker, "docker", "images", "-q", "--filter", "dangling=true").strip() == ""
-
-    again = run_playbook(playbook, sim_cluster.inventory, timeout=900)
-    assert_succeeded(again, sim_cluster.hosts)
-    assert on_host(worker, "docker", "image", "inspect", "--format", "{{.Id}}", image).strip() == want
-    got = again.results_by_host(task="What this node got, for the summary and the callers")[worker]
-    assert got["ansible_facts"]["serving_image_result"]["action"] == "copied", got
 
 
 REGISTRY_PORT = 5000
@@ -718,6 +603,7 @@ nohup docker-registry serve config.yml > registry.log 2>&1 &
 """ % REGISTRY_PORT
 
 
+@pytest.mark.full
 def test_a_registry_that_refuses_the_credentials_is_named_and_the_right_ones_pull(sim_cluster, client,
                                                                                   run_playbook, tmp_path):
     # No node has the image: the head pulls it from the registry with the vaulted credentials (a
@@ -774,30 +660,3 @@ def test_a_registry_that_refuses_the_credentials_is_named_and_the_right_ones_pul
             subprocess.run(["docker", "exec", host, "sh", "-c", "docker rmi %s; rm -rf %s" % (image, certs)],
                            capture_output=True, timeout=60, check=False)
         client.exec_run(["pkill", "-x", "docker-registry"])
-
-
-def test_an_image_on_no_node_is_built_on_the_head_from_its_recipe_and_copied(sim_cluster, run_playbook, tmp_path):
-    # serving_image_build_recipe names a directory with a Dockerfile on the controller: built
-    # once on the head (no node has the image), then copied over the link; a re-run does nothing.
-    head, worker = sim_cluster.hosts
-    image = "gb10-e2e-built:1"
-    playbook = role_playbook(tmp_path, "serving_image", serving_image_name=image,
-                             serving_image_build_recipe=os.path.join(TOP, "tests", "fixtures", "image-recipe"))
-    try:
-        built = run_playbook(playbook, sim_cluster.inventory, timeout=600)
-
-        assert_succeeded(built, sim_cluster.hosts)
-        got = {h: r["ansible_facts"]["serving_image_result"] for h, r in
-               built.results_by_host(task="What this node got, for the summary and the callers").items()}
-        assert got[head]["action"] == "built" and got[worker]["action"] == "copied", got
-        ids = {h: on_host(h, "docker", "image", "inspect", "--format", "{{.Id}}", image).strip() for h in sim_cluster.hosts}
-        assert ids[head] == ids[worker] == got[worker]["id"], (ids, got)
-        assert on_host(worker, "docker", "image", "inspect", "--format",
-                       "{{index .Config.Labels \"gb10.serving.test\"}}", image).strip() == "recipe"
-
-        again = run_playbook(playbook, sim_cluster.inventory, timeout=600)
-        assert_succeeded(again, sim_cluster.hosts)
-        assert {h: again.stats[h]["changed"] for h in sim_cluster.hosts} == {h: 0 for h in sim_cluster.hosts}, again
-    finally:
-        for host in sim_cluster.hosts:
-            subprocess.run(["docker", "exec", host, "docker", "rmi", image], capture_output=True, timeout=60, check=False)

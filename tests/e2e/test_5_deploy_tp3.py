@@ -11,8 +11,7 @@ import subprocess
 import openai
 import pytest
 
-from .test_1_sim_cluster import ok_results
-from .test_2_deploy import HEAD, api_key, assert_succeeded, engine_process, on_host
+from .helpers import HEAD, api_key, assert_succeeded, engine_process, ok_results, on_host
 
 PLAYBOOK = "playbooks/deploy-m3.yml"
 PORT = 8000  # serve.port of profiles/minimax-m3-nvfp4.yml

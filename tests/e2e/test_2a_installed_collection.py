@@ -1,15 +1,14 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The collection as a user installs it (issue 20): the tarball `ansible-galaxy collection build`
-makes from the checkout, installed into a fresh collections path, and
-`ansible-playbook gb10.serving.deploy_m27 -i inventory/sim.ini` (the inventory's sim-cpu overlay)
-run from a folder outside the checkout, with a user's own ansible.cfg and nothing of the checkout
-on the collections path. Right after the checkout's deploy-m27.yml, it comes to the same result:
-every play runs from the installed copy, nothing fails, changed=0, the same Ray containers and the
-same engine process (O2), and the run writes nothing inside the installed collection.
-
-Runs after test_3_recover.py, which leaves the cluster serving, so both runs are cheap no-ops;
-test_4_safety.py after it finds the cluster serving too.
+"""The collection as a user installs it (issue 20), and the re-run that must change nothing (O2):
+the tarball `ansible-galaxy collection build` makes from the checkout, installed into a fresh
+collections path, and `ansible-playbook gb10.serving.deploy_m27 -i inventory/sim.ini` (the
+inventory's sim-cpu overlay) run from a folder outside the checkout, with a user's own ansible.cfg
+and nothing of the checkout on the collections path, right after the checkout's first deploy
+(test_2_deploy.py). It comes to the same result: every play runs from the installed copy, nothing
+fails, changed=0, the link is not measured again under the serving engine, the same Ray containers
+and the same engine process, and the run writes nothing inside the installed collection. One run
+is both checks (issue 28: the installed-collection run doubles as the idempotence check).
 """
 
 import importlib.util
@@ -20,10 +19,8 @@ import sys
 
 import pytest
 
-from .test_2_deploy import HEAD, PLAYBOOK, WORKER, assert_succeeded, container_id, engine_process
-from .test_4_safety import healthy
+from .helpers import SUMMARY_TASK, TOP, engine_process, healthy, ray_container_ids
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 # The tarball as tests/publish builds it (a copy of the files git tracks, then
 # `ansible-galaxy collection build`).
@@ -43,15 +40,6 @@ stdout_callback = ansible.posix.json
 pipelining = True
 ssh_args = -o ControlMaster=auto -o ControlPersist=120s -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no
 """
-
-
-@pytest.fixture(scope="module")
-def serving(sim_cluster, run_playbook):
-    """The cluster as the checkout's deploy-m27.yml leaves it: a no-op run on the cluster
-    test_3_recover.py left serving; it (re)deploys whatever an earlier module left otherwise (a
-    stopped worker, an engine started with another key)."""
-    assert_succeeded(run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=3000), sim_cluster.hosts)
-    assert healthy(sim_cluster.head)
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +63,11 @@ def files_under(path):
                   if "__pycache__" not in d)
 
 
-def test_the_installed_collection_redeploys_to_the_same_result(sim_cluster, serving, installed, tmp_path):
+def test_the_installed_collection_redeploys_to_the_same_result(serving, installed, tmp_path):
+    sim_cluster = serving
     collections, path = installed
     before_files = files_under(path)
-    ray_before = {h: container_id(h, HEAD if h == sim_cluster.head else WORKER) for h in sim_cluster.hosts}
+    ray_before = ray_container_ids(sim_cluster)
     engine_before = engine_process(sim_cluster.head)
     work = tmp_path / "work"
     work.mkdir()
@@ -101,8 +90,14 @@ def test_the_installed_collection_redeploys_to_the_same_result(sim_cluster, serv
     # Every play and task came from the installed copy, none from the checkout.
     paths = [p["play"]["path"] for p in run["plays"]] + [t["task"]["path"] for p in run["plays"] for t in p["tasks"]]
     assert paths and all(p.startswith(str(path)) for p in paths if p), [p for p in paths if not p.startswith(str(path))][:5]
-    # The same containers and the very same engine process (O2), as the checkout's re-run gives.
-    assert {h: container_id(h, HEAD if h == sim_cluster.head else WORKER) for h in sim_cluster.hosts} == ray_before
+    # The serving engine holds the link: it is not measured again, and the summary says so; the
+    # kept engine still answered its (short) smoke request.
+    summary = " ".join(next(t["hosts"][sim_cluster.head]["msg"] for p in run["plays"] for t in p["tasks"]
+                            if t["task"]["name"] == SUMMARY_TASK))
+    assert "Link check (N5): not measured: the engine keeps running" in summary, summary
+    assert "engine kept running" in summary and "(kept engine: a short request" in summary, summary
+    # The same containers and the very same engine process, not a restart (same pid and start time).
+    assert ray_container_ids(sim_cluster) == ray_before
     assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
     assert healthy(sim_cluster.head)
     # Nothing written inside the installed collection (logs, reports, caches).

@@ -1,0 +1,172 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the e2e modules share: looking into a simulated Spark, reading a run's results, running a
+printed command as a user would, and one-role playbooks. One home for these, so that no test
+module imports another (issue 28).
+"""
+
+import os
+import re
+import shlex
+import subprocess
+import threading
+
+import yaml
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLAYBOOK = "playbooks/deploy-m27.yml"
+HEAD = "gb10-ray-head"  # gb10_ray_head_container's default
+WORKER = "gb10-ray-worker"  # gb10_ray_worker_container's default
+PORT = 8000  # serve.port of profiles/minimax-m27-nvfp4.yml and minimax-m3-nvfp4.yml
+ENGINE_LOG = "/var/lib/gb10-engine/engine.log"  # in vllm_serve_state_dir (roles/vllm_serve/vars)
+# vllm_serve's rescue collects every node's logs (H9), then fails with what failed (roles/vllm_serve).
+LOGS_TASK = "Fail with what went wrong and where the logs are"
+SUMMARY_TASK = "Show the endpoint"
+
+
+# ---- a simulated Spark from the outside --------------------------------------------------------
+
+def on_host(host, *argv):
+    """Run a command in a simulated Spark (a container of this machine's Docker); its stdout."""
+    proc = subprocess.run(["docker", "exec", host] + list(argv), capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, (argv, proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+def container_id(host, name):
+    return on_host(host, "docker", "inspect", "--format", "{{.Id}}", name).strip()
+
+
+def ray_container_ids(sim_cluster):
+    """{host: id} of each node's Ray container (the head's on the head, a worker's elsewhere)."""
+    return {h: container_id(h, HEAD if h == sim_cluster.head else WORKER) for h in sim_cluster.hosts}
+
+
+def ray_containers(hosts, head):
+    """{host: (container id, start time)} of each node's Ray container: a restart changes the time."""
+    return {h: on_host(h, "docker", "inspect", "--format", "{{.Id}} {{.State.StartedAt}}",
+                       HEAD if h == head else WORKER).strip() for h in hosts}
+
+
+def engine_process(head):
+    """(pid, start time in clock ticks, argv) of the engine inside the head container."""
+    out = on_host(head, "docker", "exec", HEAD, "sh", "-c",
+                  'pid=$(cat /var/lib/gb10-engine/pid); echo "$pid"; cut -d" " -f22 /proc/$pid/stat; '
+                  'tr "\\0" "\\n" < /proc/$pid/cmdline')
+    lines = out.splitlines()
+    return lines[0], lines[1], lines[2:]
+
+
+def healthy(head):
+    """The engine's /health from inside the head container (no key needed)."""
+    out = subprocess.run(["docker", "exec", head, "docker", "exec", HEAD, "python3", "-c",
+                          "import urllib.request; print(urllib.request.urlopen("
+                          "'http://127.0.0.1:%d/health', timeout=10).status)" % PORT],
+                         capture_output=True, text=True, timeout=60, check=False)
+    return out.returncode == 0 and out.stdout.strip() == "200"
+
+
+def worker_running(host):
+    out = subprocess.run(["docker", "exec", host, "docker", "inspect", "-f", "{{.State.Running}}", WORKER],
+                         capture_output=True, text=True, timeout=60, check=False)
+    return out.stdout.strip() == "true"
+
+
+def serves(sim_cluster):
+    """The engine answers /health and every worker's Ray container runs."""
+    return healthy(sim_cluster.head) and all(worker_running(h) for h in sim_cluster.hosts[1:])
+
+
+def api_key(head):
+    # The api_key role keeps a generated key on the controller, named after the head.
+    path = os.path.expanduser("~/.config/gb10-serving/%s.api-key" % head)
+    with open(path) as f:
+        return f.read().strip()
+
+
+def link_state(host, port):
+    """(IPv4 addresses with prefix, MTU) of the cluster link port on a simulated Spark."""
+    out = on_host(host, "sh", "-c", "ip -o -4 addr show dev %s; cat /sys/class/net/%s/mtu" % (port, port))
+    lines = out.splitlines()
+    return [line.split()[3] for line in lines[:-1]], int(lines[-1])
+
+
+# ---- a run's results ---------------------------------------------------------------------------
+
+def assert_succeeded(result, hosts):
+    assert result.status == "successful", result
+    for host in hosts:
+        assert result.stats[host]["failed"] == 0 and result.stats[host]["unreachable"] == 0, result
+
+
+def ok_results(result, hosts):
+    """The per-host module results of an ad-hoc run that must have succeeded on every host."""
+    assert_succeeded(result, hosts)
+    by_host = result.results_by_host()
+    assert sorted(by_host) == sorted(hosts), result
+    return by_host
+
+
+def run_text(result):
+    """Everything the run printed, as ansible-runner recorded it with its events."""
+    return "".join(ev.get("stdout", "") + "\n" for ev in result.events)
+
+
+def failure_messages(result, task):
+    """{host: message} of a failed task; for a loop, the messages of its failed items, joined."""
+    out = {}
+    for data in result.host_results(task=task, event="runner_on_failed"):
+        res = data.get("res", {})
+        items = [item.get("msg", "") for item in res.get("results", []) if item.get("failed")]
+        out[data["host"]] = " | ".join(items) if items else res.get("msg", "")
+    return out
+
+
+def link_figures(line):
+    """{host: busbw Gb/s}, the TCP figure and the report path of a link check summary line."""
+    busbw = {host: float(gbit) for host, gbit in re.findall(r"(\S+) ([0-9.]+) Gb/s(?:,| all-reduce)", line)}
+    tcp = re.search(r"plain TCP to rank 0 between the cluster addresses: ([0-9.]+) Gb/s", line)
+    report = re.search(r"Every figure: (\S+\.json)", line)
+    return busbw, float(tcp.group(1)) if tcp else None, report.group(1) if report else None
+
+
+# ---- as a user at the repository root ----------------------------------------------------------
+
+def user_env(tmp_path):
+    """The environment of a user who ran scripts/setup.sh and activated .venv, at the repo root
+    (ansible.cfg there); facts cached in a folder of this test's own."""
+    return dict(os.environ, PATH=os.path.join(TOP, ".venv", "bin") + os.pathsep + os.environ.get("PATH", ""),
+                ANSIBLE_COLLECTIONS_PATH=os.path.join(TOP, ".collections"), ANSIBLE_NOCOLOR="1",
+                ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
+
+
+def paste(command, env, timeout=1800):
+    """Run a printed command as a user who pasted it into a shell at the repo root."""
+    return subprocess.run(shlex.split(command), cwd=TOP, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+# ---- one role alone, and faults at a known step -------------------------------------------------
+
+def role_playbook(tmp_path, role, **role_vars):
+    """A playbook of one role of the collection on the whole cluster, as deploy.yml's play runs it
+    (any_errors_fatal)."""
+    path = tmp_path / ("%s.yml" % role)
+    path.write_text(yaml.safe_dump([{
+        "name": "Run %s" % role, "hosts": "gb10_cluster", "any_errors_fatal": True, "become": True,
+        "gather_facts": False, "roles": [{"role": "gb10.serving." + role, "vars": role_vars}]}]))
+    return str(path)
+
+
+def when_task_starts(task, host, action):
+    """An event handler that runs action() once, in a thread, when task starts on host."""
+    fired = threading.Event()
+
+    def handler(event):
+        data = event.get("event_data", {})
+        if (event.get("event") == "runner_on_start" and data.get("task") == task
+                and data.get("host") == host and not fired.is_set()):
+            fired.set()
+            threading.Thread(target=action, daemon=True).start()
+    handler.fired = fired
+    return handler

@@ -1,0 +1,285 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""drift.yml (rule O3) on the cluster test_2_deploy.py deployed, checked as an operator would:
+the documented CI jobs pass on it as written, the link is measured on request beside the engine,
+several independent drifts planted at once come back as one finding each, naming host and rule
+(drift.yml runs every check on every host: one run covers them all, issue 28), the printed fix
+runs when pasted, NCCL's choice in the engine is read after the launch, and the two drifts that
+end a host's checks (a stopped Ray worker, a link port without its address) come last. Every run
+is in check mode and changes nothing: each test checks that its plants are still in place.
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import shlex
+import subprocess
+import xml.etree.ElementTree as ET
+
+import yaml
+
+from .helpers import (HEAD, ENGINE_LOG, LOGS_TASK, PLAYBOOK, TOP, WORKER, engine_process, link_figures, link_state,
+                      on_host, paste, user_env)
+
+DRIFT = "playbooks/drift.yml"
+OVERRIDE = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
+ENV_FILE = "/etc/gb10/nccl.env"
+RUNNING_SCRIPT = "/var/lib/gb10-engine/running.sh"  # vllm_serve_state_dir (roles/vllm_serve/vars)
+
+
+def drift(run_playbook, sim_cluster, **extravars):
+    # Check mode: a "changed" result is a change the run would make, not one it made.
+    return run_playbook(DRIFT, sim_cluster.inventory, extravars=dict(gb10_profile="minimax-m27-nvfp4", **extravars),
+                        check=True, timeout=900)
+
+
+VERDICT = "Fail every host where a check found drift"
+
+
+def findings(result):
+    """{(host, rule)} of the failed drift checks, whose names end with their rule ID: each ignores
+    its own failure so that the host's other checks still run, and drift.yml's verdict play then
+    fails exactly the hosts that drifted. Any other failure is returned as (host, task name)."""
+    found = set()
+    for event in result.host_results(event="runner_on_failed"):
+        rule = re.search(r"\(([A-Z][0-9]+)\)$", event.get("task") or "")
+        if event.get("ignore_errors") and rule:
+            found.add((event.get("host"), rule.group(1)))
+    others = {(host, task) for host, task, _msg in result.failures() if task != VERDICT}
+    verdict = {host for host, task, _msg in result.failures() if task == VERDICT}
+    assert verdict == {host for host, _rule in found} - {host for host, _task in others}, result
+    return found | others
+
+
+def drift_job_commands(node, env=None):
+    """(command, environment) of each drift.yml run in a CI job file, with the environment the job
+    gives it (GitHub Actions: a step's env; GitLab CI: the job's variables)."""
+    env = dict(env or {})
+    if isinstance(node, dict):
+        env.update(node.get("env") or {})
+        env.update(node.get("variables") or {})
+        for value in node.values():
+            yield from drift_job_commands(value, env)
+    elif isinstance(node, list):
+        for value in node:
+            yield from drift_job_commands(value, env)
+    elif isinstance(node, str) and "ansible-playbook" in node and "drift.yml" in node:
+        yield node, env
+
+
+def ansible_playbook_args(command):
+    """The job's ansible-playbook arguments; an option this test does not know fails it, so a
+    changed job is looked at again."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("playbook")
+    parser.add_argument("-i", dest="inventory", required=True)
+    parser.add_argument("-e", dest="extra", action="append", default=[])
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--diff", action="store_true")
+    argv = shlex.split(command)
+    assert os.path.basename(argv[0]) == "ansible-playbook", command
+    args, unknown = parser.parse_known_args(argv[1:])
+    assert not unknown, "%s: options this test does not know: %s" % (command, unknown)
+    return args
+
+
+def test_the_documented_ci_drift_jobs_pass_on_the_deployed_cluster(serving, run_playbook, tmp_path):
+    # docs/ci/ is what users copy into their CI: each job's command must run as written, with the
+    # inventory of the Sparks swapped for the simulated one, and publish the report it writes.
+    # Jobs that run the same command with the same settings share one run; each job's published
+    # report is checked. The first run on the deployed cluster: drift passes there.
+    sim_cluster = serving
+    runs = {}
+    for job in sorted(glob.glob(os.path.join(TOP, "docs", "ci", "*.yml"))):
+        with open(job) as f:
+            text = f.read()
+        commands = list(drift_job_commands(yaml.safe_load(text)))
+        assert len(commands) == 1, (job, commands)
+        command, env = commands[0]
+        args = ansible_playbook_args(command)
+        assert os.path.isfile(os.path.join(TOP, args.inventory)), args.inventory
+        report_dir = env.pop("GB10_DRIFT_REPORT_DIR")
+        published = "%s/drift-report.xml" % os.path.basename(report_dir)
+        assert published in text, "%s must publish %s, where the callback writes its JUnit report" % (job, published)
+        key = (args.playbook, args.check, args.diff, tuple(args.extra), tuple(sorted(env.items())))
+        runs.setdefault(key, []).append(os.path.basename(job))
+    assert runs
+
+    for number, ((playbook, check, diff, extra, env), jobs) in enumerate(sorted(runs.items())):
+        report_dir = tmp_path / str(number)
+        result = run_playbook(playbook, sim_cluster.inventory, check=check, diff=diff, timeout=900,
+                              extravars=dict(kv.split("=", 1) for kv in extra),
+                              envvars=dict(env, GB10_DRIFT_REPORT_DIR=str(report_dir)))
+
+        assert result.status == "successful", (jobs, result)
+        cases = list(ET.parse(str(report_dir / "drift-report.xml")).getroot().iter("testcase"))
+        assert set(sim_cluster.hosts) <= {case.get("classname") for case in cases}, (jobs, cases)
+        assert not [case for case in cases if case.find("failure") is not None], jobs
+
+
+def test_drift_measures_the_link_on_request(serving, run_playbook):
+    # gb10_drift_link_check=true: the deploy's probe, beside the serving engine, as an N5 check of
+    # every host; the engine keeps running.
+    sim_cluster = serving
+    engine_before = engine_process(sim_cluster.head)
+    result = drift(run_playbook, sim_cluster, gb10_drift_link_check=True)
+    assert result.status == "successful", result
+    measured = result.results_by_host(task="Refuse a slow or wrong wire, naming every node (N5)")
+    busbw, tcp, unused_report = link_figures(measured[sim_cluster.head]["msg"])
+    assert set(busbw) == set(sim_cluster.hosts) and tcp, measured
+    assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
+
+
+def test_independent_drifts_are_each_named_in_one_run(serving, run_playbook):
+    # On the worker: DGX OS's modprobe override came back (H2) and its image tag names other code
+    # than the head's (M1; the running Ray container is untouched, so R2 may come with it). On the
+    # head: a hand-edited env file (GLOO_SOCKET_IFNAME is a socket name on the cluster link, N3),
+    # an engine restarted by hand with other flags (its launch id no longer matches, R1), and NCCL
+    # in the engine on sockets over eth0 (a real GPU machine's capture, tests/fixtures/nccl/):
+    # eth0 is a simulated Spark's management NIC, not its cluster port (the wrong wire, N5).
+    sim_cluster = serving
+    head, worker = sim_cluster.hosts
+    env_file = on_host(head, "cat", ENV_FILE)
+    log_size = on_host(head, "docker", "exec", HEAD, "stat", "-c", "%s", ENGINE_LOG).strip()
+    image = on_host(worker, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster.image_name).strip()
+    other = on_host(worker, "sh", "-c", "tar -cf - -C /etc hostname | docker import - gb10-e2e-other:drift").strip()
+    try:
+        on_host(worker, "sh", "-c", "echo 'options nvidia-drm modeset=1' > " + OVERRIDE)
+        on_host(worker, "docker", "tag", other, sim_cluster.image_name)
+        on_host(head, "sh", "-c", "sed -i 's/^GLOO_SOCKET_IFNAME=.*/GLOO_SOCKET_IFNAME=lo/' " + ENV_FILE)
+        on_host(head, "docker", "exec", HEAD, "sed", "-i", "s/^# gb10-engine-id: /# gb10-engine-id: hand-/",
+                RUNNING_SCRIPT)
+        print_in_engine_log(head, "device_h100_socket_profile.log")
+
+        result = drift(run_playbook, sim_cluster)
+
+        assert result.status == "failed", result
+        found = findings(result)
+        assert {f for f in found if f[0] == head} == {(head, "N3"), (head, "R1"), (head, "N5")}, found
+        assert {(worker, "H2"), (worker, "M1")} <= found <= {(worker, "H2"), (worker, "M1"), (worker, "R2"),
+                                                              (head, "N3"), (head, "R1"), (head, "N5")}, found
+        message = result.results_by_host(task="Serving image - present with the head's image ID (M1)",
+                                         event="runner_on_failed")[worker]["msg"]
+        assert other in message and image in message, message
+        read = result.results_by_host(task="Tell which transport NCCL took in the engine")[head]
+        assert read["ansible_facts"]["vllm_serve_nccl"]["ranks"] == ["vm pid 514 (rank 0): NET/Socket over eth0 (192.0.2.2)"]
+        assert "not the cluster interface %s" % sim_cluster.link_port in " ".join(
+            m for unused_h, unused_t, m in result.failures()), result
+        # Check mode left every plant where it was.
+        on_host(worker, "test", "-f", OVERRIDE)
+        assert "GLOO_SOCKET_IFNAME=lo" in on_host(head, "cat", ENV_FILE)
+        assert on_host(worker, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster.image_name).strip() == other
+    finally:
+        on_host(worker, "rm", "-f", OVERRIDE)
+        on_host(worker, "docker", "tag", image, sim_cluster.image_name)
+        on_host(worker, "docker", "rmi", "gb10-e2e-other:drift")
+        subprocess.run(["docker", "exec", "-i", head, "sh", "-c", "cat > " + ENV_FILE],
+                       input=env_file, text=True, check=True, timeout=60)
+        on_host(head, "docker", "exec", HEAD, "sed", "-i", "s/^# gb10-engine-id: hand-/# gb10-engine-id: /",
+                RUNNING_SCRIPT)
+        on_host(head, "docker", "exec", HEAD, "truncate", "-s", log_size, ENGINE_LOG)
+
+
+def print_in_engine_log(head, capture):
+    """Append a real NCCL init capture (tests/fixtures/nccl/, sources in its README) to the running
+    engine's log, as its Ray workers print it on GPUs: the simulated engine runs Gloo."""
+    with open(os.path.join(TOP, "tests", "fixtures", "nccl", capture)) as f:
+        subprocess.run(["docker", "exec", "-i", head, "docker", "exec", "-i", HEAD, "sh", "-c", "cat >> " + ENGINE_LOG],
+                       input=f.read(), text=True, check=True, timeout=60)
+
+
+def test_the_printed_drift_fix_runs_when_pasted(serving, tmp_path):
+    # Issue 19: a hand-edited env file on one node; the report's fix is pasted as printed and
+    # must run (the profile the drift run was given, --limit only where the playbook takes it).
+    sim_cluster = serving
+    worker = sim_cluster.hosts[1]
+    env = dict(user_env(tmp_path), GB10_DRIFT_REPORT_DIR=str(tmp_path / "report"))
+    original = on_host(worker, "cat", "/etc/gb10/nccl.env")
+    drift_command = ("ansible-playbook playbooks/drift.yml -i %s -e gb10_profile=minimax-m27-nvfp4 --check --diff"
+                     % os.path.relpath(sim_cluster.inventory, TOP))
+    on_host(worker, "sh", "-c", "sed -i 's/^GLOO_SOCKET_IFNAME=.*/GLOO_SOCKET_IFNAME=lo/' /etc/gb10/nccl.env")
+    try:
+        found = paste(drift_command, env, timeout=900)
+        assert found.returncode != 0, found.stdout[-4000:]
+        with open(str(tmp_path / "report" / "drift-report.json")) as f:
+            report = json.load(f)
+        # One finding per host and rule, under the variable's rule, naming the file on the host.
+        assert [(f["host"], f["rule"]) for f in report["findings"]] == [(worker, "N3")], report
+        finding = report["findings"][0]
+        assert "GLOO_SOCKET_IFNAME=lo" in finding["summary"] and "ansible-local" not in json.dumps(report)
+        cases = [(c.get("classname"), c.get("name"), c.find("failure") is not None)
+                 for c in ET.parse(str(tmp_path / "report" / "drift-report.xml")).getroot().iter("testcase")]
+        assert len(cases) == len({(h, r) for h, r, _failed in cases}), cases
+        assert [(h, r) for h, r, failed in cases if failed] == [(worker, "N3")], cases
+        assert {(h, r) for h, r, _failed in cases} >= {(h, r) for h in sim_cluster.hosts
+                                                       for r in ("H1", "H2", "H4", "N1", "N2", "N3", "N4", "N6", "M3", "R2")}
+        # What the summary printed is what the report holds; host prep on that node alone.
+        assert "-- fix: %s" % finding["fix"] in found.stdout
+        argv = shlex.split(finding["fix"])
+        assert argv[:2] == ["ansible-playbook", "playbooks/host-prep.yml"], argv
+        assert argv[argv.index("--limit") + 1] == worker and "--check" not in argv
+
+        engine_before = engine_process(sim_cluster.head)
+        fixed = paste(finding["fix"], env, timeout=900)
+
+        assert fixed.returncode == 0, fixed.stdout[-4000:]
+        assert on_host(worker, "cat", "/etc/gb10/nccl.env") == original
+        # Nothing restarted: the engine is the same process and drift finds nothing now.
+        assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
+        again = paste(drift_command, env, timeout=900)
+        assert again.returncode == 0, again.stdout[-4000:]
+    finally:
+        subprocess.run(["docker", "exec", "-i", worker, "sh", "-c", "cat > /etc/gb10/nccl.env"],
+                       input=original, text=True, check=True, timeout=60)
+
+
+def test_a_deploy_fails_on_nccl_over_another_transport_and_keeps_the_engine(serving, run_playbook):
+    # N5 after the launch, issue 18: a rank on RoCE devices (a DGX Spark's vLLM worker under Ray)
+    # while the cluster is set up for sockets; the deploy reads it from the engine's log since its
+    # start, fails naming it, and leaves the engine running.
+    sim_cluster = serving
+    head = sim_cluster.head
+    size = on_host(head, "docker", "exec", HEAD, "stat", "-c", "%s", ENGINE_LOG).strip()
+    engine_before = engine_process(head)
+    try:
+        print_in_engine_log(head, "dgx_spark_vllm_ray_ibext.log")
+        again = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800)
+        assert again.status == "failed", again
+        message = dict(((h, t), m) for h, t, m in again.failures())[(head, LOGS_TASK)]
+        assert "spark-3995 pid 2981: NET/IBext_v10 over rocep1s0f1, roceP2p1s0f1, but the profile's transport is socket" in message
+        assert "The engine was left running" in message, message
+        assert engine_process(head)[:2] == engine_before[:2]
+    finally:
+        on_host(head, "docker", "exec", HEAD, "truncate", "-s", size, ENGINE_LOG)
+
+
+def test_drift_names_a_stopped_ray_worker(serving, run_playbook):
+    # Next to last in this module: the engine loses its rank-1 worker.
+    sim_cluster = serving
+    worker = sim_cluster.hosts[1]
+    on_host(worker, "docker", "stop", WORKER)
+    result = drift(run_playbook, sim_cluster)
+    assert result.status == "failed"
+    assert (worker, "R2") in findings(result), result
+    assert on_host(worker, "docker", "inspect", "-f", "{{.State.Running}}", WORKER).strip() == "false"
+
+
+def test_drift_names_a_removed_link_address(sim_cluster, run_playbook):
+    # Last in this module (the engine's worker is gone already): the worker's cluster port loses
+    # its address; drift names N5 there and what is missing, and the run changes nothing.
+    worker = sim_cluster.hosts[1]
+    address = "%s/24" % sim_cluster.cluster_ips[worker]
+    on_host(worker, "ip", "addr", "del", address, "dev", sim_cluster.link_port)
+    try:
+        result = drift(run_playbook, sim_cluster)
+        assert result.status == "failed", result
+        assert (worker, "N5") in findings(result), result
+        message = result.results_by_host(task="Cluster link - address, MTU and netplan file as deployed (N5)",
+                                         event="runner_on_failed")[worker]["msg"]
+        assert sim_cluster.link_port in message and sim_cluster.cluster_ips[worker] in message, message
+        assert link_state(worker, sim_cluster.link_port)[0] == []
+    finally:
+        subprocess.run(["docker", "exec", worker, "ip", "addr", "add", address, "dev", sim_cluster.link_port],
+                       capture_output=True, timeout=60, check=False)
