@@ -150,3 +150,24 @@ def test_the_endpoint_refuses_a_request_without_the_key(sim_cluster, deployed):
                            api_key="wrong-key", timeout=60, max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         client.models.list()
+
+
+def test_the_benchmark_playbook_measures_the_endpoint_from_the_controller(serving, run_playbook, tmp_path):
+    # playbooks/benchmark.yml as an operator runs it after a deploy (small sizes: the path, not the
+    # speed): its requests go from the controller to the address the deploy summary prints, and
+    # its JSON lands with the controller's logs, not in the folder it was run from.
+    sim_cluster = serving
+    result = run_playbook("playbooks/benchmark.yml", sim_cluster.inventory, timeout=900, extravars={
+        "gb10_profile": "minimax-m27-nvfp4", "gb10_logs_dir": str(tmp_path / "logs"),
+        "benchmark_prefill_tokens": 64, "benchmark_generate_tokens": 8, "benchmark_concurrency": [1, 2],
+        "benchmark_requests_per_level": 2})
+
+    assert_succeeded(result, [sim_cluster.head])
+    table = result.results_by_host(task="Show the table")[sim_cluster.head]["msg"]
+    written = [line.split("json: ", 1)[1] for line in table if line.startswith("json: ")]
+    assert len(written) == 1 and written[0].startswith(str(tmp_path / "logs") + "/benchmark-minimax-m27-nvfp4-"), table
+    with open(written[0]) as f:
+        report = json.load(f)
+    assert report["endpoint"] == "http://%s:%d/v1" % (sim_cluster.ips[sim_cluster.head], PORT), report
+    assert [level["concurrency"] for level in report["levels"]] == [1, 2], report
+    assert all(level["output_tokens"] >= 8 * level["requests"] for level in report["levels"]), report

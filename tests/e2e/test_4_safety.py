@@ -403,8 +403,8 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
     while b"listening" not in client.exec_run(["cat", "/srv/hub.log"]).output and time.monotonic() < deadline:
         time.sleep(0.5)
     playbook = role_playbook(tmp_path, "model_sync", model_sync_path=path, model_sync_download=True, model_sync_repo=repo,
-                                   model_sync_download_image=sim_cluster.image_name,
-                                   model_sync_hub_endpoint="http://%s:%d" % (CLIENT_IP, HUB_PORT))
+                             model_sync_download_image=sim_cluster.image_name,
+                             model_sync_hub_endpoint="http://%s:%d" % (CLIENT_IP, HUB_PORT))
     try:
         refused = run_playbook(playbook, sim_cluster.inventory, timeout=600)
 
@@ -502,7 +502,10 @@ def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, run_pl
 
     handler = when_task_starts(WAIT_TASK, head, kill_worker)
     # Another new launch (another hold folder), so the engine starts and the worker dies under it.
-    extravars = dict(hold_engine_start(head, "worker"), vllm_serve_readiness_timeout_s=300)
+    # A placement group that waits 20 s for the lost node's GPU is enough to name it (the role's
+    # default, 60 s, is sized for real start-ups; only the test's wait is shorter).
+    extravars = dict(hold_engine_start(head, "worker"), vllm_serve_readiness_timeout_s=300,
+                     vllm_serve_placement_wait_s=20)
     result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, event_handler=handler, extravars=extravars)
 
     assert handler.fired.is_set() and engine_start_held(head, "worker")

@@ -1,8 +1,10 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """playbooks/deploy-m3.yml on the simulated 3-Spark cluster (TP=3), after the 2-host modules: a
-third host joins the cluster they left (the first test checks it has the serving image and no
-model), and the deploy turns the TP=2 cluster into a TP=3 one.
+third host joins the cluster they left (the first test checks it has no model and no cluster
+address, and the serving image the simulation keeps on it: tests/sim/cluster.py, IMAGE_HOLDERS),
+and the deploy turns the TP=2 cluster into a TP=3 one. The copy of the image to a fresh node is
+test_2_deploy.py's; here every node already holds the head's image ID, and nothing is copied.
 """
 
 import json
@@ -25,16 +27,19 @@ def deployed3(sim_cluster3, run_playbook):
 
 
 def test_the_third_host_joins_fresh(sim_cluster3, run_adhoc):
-    # Without the model, the serving image or a cluster address: the deploy gives it all three.
+    # Without the model or a cluster address (the deploy gives it both), with the head's image.
     assert len(sim_cluster3.hosts) == 3
     third = sim_cluster3.hosts[2]
     result = run_adhoc("ansible.builtin.stat", "path=%s/config.json" % sim_cluster3.model_path,
                        sim_cluster3.inventory)
     exists = {h: r["stat"]["exists"] for h, r in ok_results(result, sim_cluster3.hosts).items()}
     assert exists[sim_cluster3.head] and not exists[third], exists
-    result = run_adhoc("ansible.builtin.shell", "docker images -q %s; ip -o -4 addr show dev %s"
-                       % (sim_cluster3.image_name, sim_cluster3.link_port), sim_cluster3.inventory, pattern=third)
+    result = run_adhoc("ansible.builtin.shell", "ip -o -4 addr show dev %s" % sim_cluster3.link_port,
+                       sim_cluster3.inventory, pattern=third)
     assert ok_results(result, [third])[third]["stdout"].strip() == ""
+    ids = {h: on_host(h, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster3.image_name).strip()
+           for h in (sim_cluster3.head, third)}
+    assert ids[third] == ids[sim_cluster3.head], ids
 
 
 def test_ray_sees_three_nodes(sim_cluster3, deployed3):
@@ -56,13 +61,17 @@ def test_engine_is_tp3_and_answers(sim_cluster3, deployed3):
     assert answer.usage.completion_tokens > 0
 
 
-def test_the_third_host_got_the_link_and_the_image(sim_cluster3, deployed3):
+def test_the_third_host_got_the_link_and_kept_its_image(sim_cluster3, deployed3):
     third = sim_cluster3.hosts[2]
     out = on_host(third, "ip", "-o", "-4", "addr", "show", "dev", sim_cluster3.link_port)
     assert "inet %s/24" % sim_cluster3.cluster_ips[third] in out, out
     ids = {h: on_host(h, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster3.image_name).strip()
            for h in sim_cluster3.hosts}
     assert len(set(ids.values())) == 1, ids
+    # Every node had the head's ID: the plan skipped them all, nothing crossed the link.
+    results = deployed3.results_by_host(task="What this node got, for the summary and the callers")
+    assert {h: r["ansible_facts"]["serving_image_result"]["action"] for h, r in results.items()} == {
+        h: "had" for h in sim_cluster3.hosts}, results
 
 
 def test_model_was_copied_to_every_node(sim_cluster3, deployed3):

@@ -1,0 +1,56 @@
+# -*- coding: utf-8 -*-
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+name: logs_dir
+short_description: The controller folder for the collection's logs and reports when gb10_logs_dir is not set
+version_added: "0.1.0"
+author:
+  - gb10.serving developers (@gb10-serving)
+description:
+  - Returns C($XDG_STATE_HOME/gb10-serving/logs), or C(~/.local/state/gb10-serving/logs) when
+    C(XDG_STATE_HOME) is not set, as the controller's environment has them.
+  - The one definition of the fallback that roles and playbooks use as
+    C(gb10_logs_dir | default(lookup('gb10.serving.logs_dir'))) for container logs of a failed
+    start, the link check's report and the benchmark's JSON. Never a folder of the playbook or of
+    the installed collection, where nothing may be written.
+  - Takes no terms. The folder is not created.
+'''
+
+EXAMPLES = r'''
+- name: Where this run's logs go
+  ansible.builtin.debug:
+    msg: "{{ gb10_logs_dir | default(lookup('gb10.serving.logs_dir')) }}"
+'''
+
+RETURN = r'''
+_raw:
+  description: One absolute path.
+  type: list
+  elements: str
+'''
+
+import os
+
+from ansible.errors import AnsibleError
+from ansible.plugins.lookup import LookupBase
+
+
+def default_logs_dir(environ):
+    """$XDG_STATE_HOME/gb10-serving/logs, else $HOME/.local/state/gb10-serving/logs."""
+    state = environ.get('XDG_STATE_HOME') or os.path.join(environ.get('HOME') or os.path.expanduser('~'), '.local', 'state')
+    return os.path.join(state, 'gb10-serving', 'logs')
+
+
+class LookupModule(LookupBase):
+
+    def run(self, terms, variables=None, **kwargs):
+        if terms:
+            raise AnsibleError("lookup('gb10.serving.logs_dir') takes no terms, got %r" % (terms,))
+        return [default_logs_dir(os.environ)]
