@@ -78,15 +78,9 @@ options:
     description: Fail when C(problems) is not empty. False returns them for a report.
     type: bool
     default: true
-author:
-  - gb10.serving developers (@gb10-serving)
-attributes:
-  check_mode:
-    support: full
-    description: Reads only.
-  diff_mode:
-    support: none
-    description: Nothing is changed; the role's file task shows the diff.
+extends_documentation_fragment:
+  - gb10.serving.attributes
+  - gb10.serving.attributes.read_only
 '''
 
 EXAMPLES = r'''

@@ -31,8 +31,6 @@ options:
       - C(0) disables the check. Leaked unified memory (rule H4) is the usual cause of a failure.
     type: float
     default: 0
-author:
-  - gb10.serving developers (@gb10-serving)
 notes:
   - In check mode nothing is dropped; the figures are read and C(freed_gib) is C(0).
 attributes:
@@ -42,6 +40,8 @@ attributes:
   diff_mode:
     support: none
     description: Dropping caches changes no file or setting that a diff could show.
+extends_documentation_fragment:
+  - gb10.serving.attributes
 '''
 
 EXAMPLES = r'''

@@ -48,17 +48,11 @@ options:
     description: The RoCE devices of C(NCCL_IB_HCA); NCCL on others is a problem (N1).
     type: list
     elements: str
-author:
-  - gb10.serving developers (@gb10-serving)
 seealso:
   - module: gb10.serving.roce_facts
-attributes:
-  check_mode:
-    support: full
-    description: Pure computation; check mode computes the same.
-  diff_mode:
-    support: none
-    description: Nothing is changed.
+extends_documentation_fragment:
+  - gb10.serving.attributes
+  - gb10.serving.attributes.read_only
 '''
 
 EXAMPLES = r'''

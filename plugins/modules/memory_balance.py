@@ -45,17 +45,11 @@ options:
     description: Fail when the spread is above O(max_imbalance). False only reports it (vLLM-only clusters that size by the poorest node).
     type: bool
     default: true
-author:
-  - gb10.serving developers (@gb10-serving)
 seealso:
   - module: gb10.serving.unified_memory
-attributes:
-  check_mode:
-    support: full
-    description: Pure computation; check mode computes the same.
-  diff_mode:
-    support: none
-    description: Nothing is changed.
+extends_documentation_fragment:
+  - gb10.serving.attributes
+  - gb10.serving.attributes.read_only
 '''
 
 EXAMPLES = r'''

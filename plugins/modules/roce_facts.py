@@ -67,20 +67,14 @@ options:
     description: Fail when C(problems) is not empty. False returns them for a report.
     type: bool
     default: true
-author:
-  - gb10.serving developers (@gb10-serving)
 notes:
   - Environment names checked against NCCL's documentation and source (C(NCCL_IB_ADDR_RANGE),
     C(NCCL_IB_ADDR_FAMILY), C(NCCL_IB_MERGE_NICS), C(NCCL_IB_ROCE_VERSION_NUM), C(NCCL_NET_GDR_LEVEL));
     C(NCCL_IB_SUBNET_AWARE_ROUTING) comes from the community's switchless Spark mesh and needs a
     NCCL that knows it; check the image's NCCL version.
-attributes:
-  check_mode:
-    support: full
-    description: Reads only.
-  diff_mode:
-    support: none
-    description: Nothing is changed.
+extends_documentation_fragment:
+  - gb10.serving.attributes
+  - gb10.serving.attributes.read_only
 '''
 
 EXAMPLES = r'''

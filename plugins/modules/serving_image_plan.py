@@ -68,15 +68,9 @@ options:
     description: Fail when the plan has problems (else return them).
     type: bool
     default: true
-author:
-  - gb10.serving developers (@gb10-serving)
-attributes:
-  check_mode:
-    support: full
-    description: Plans only; the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed.
+extends_documentation_fragment:
+  - gb10.serving.attributes
+  - gb10.serving.attributes.read_only
 '''
 
 EXAMPLES = r'''

@@ -60,8 +60,6 @@ options:
         90 GB on one node, while a healthy node has a few GB no counter explains.
     type: float
     default: 10.0
-author:
-  - gb10.serving developers (@gb10-serving)
 notes:
   - The CUDA probe creates and destroys a CUDA context for a moment; on GB10 that costs a few
     hundred MB while it runs.
@@ -70,13 +68,9 @@ notes:
 seealso:
   - module: gb10.serving.drop_page_cache
   - module: gb10.serving.memory_balance
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; check mode runs the same reads.
-  diff_mode:
-    support: none
-    description: Nothing is changed.
+extends_documentation_fragment:
+  - gb10.serving.attributes
+  - gb10.serving.attributes.read_only
 '''
 
 EXAMPLES = r'''

@@ -15,6 +15,23 @@ sys.path.insert(0, os.path.join(TOP, '.collections'))
 FIXTURES = os.path.join(TOP, 'tests', 'fixtures')
 
 from ansible.module_utils import basic  # noqa: E402  (after the path is set)
+from ansible.plugins.loader import fragment_loader, init_plugin_loader  # noqa: E402
+from ansible.utils.plugin_docs import add_fragments  # noqa: E402
+import yaml  # noqa: E402
+
+init_plugin_loader([os.path.join(TOP, '.collections')])
+
+
+@pytest.fixture
+def module_doc():
+    """module_doc(module) -> the module's DOCUMENTATION as ansible-doc shows it: with the doc
+    fragments it extends (gb10.serving.attributes) merged in by ansible's own code."""
+
+    def load(module):
+        doc = yaml.safe_load(module.DOCUMENTATION)
+        add_fragments(doc, module.__file__, fragment_loader=fragment_loader, is_module=True)
+        return doc
+    return load
 
 try:  # ansible-core >= 2.19
     from ansible.module_utils.testing import patch_module_args

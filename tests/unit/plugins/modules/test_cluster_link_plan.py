@@ -35,8 +35,8 @@ def fresh_ip_json(fixture_path, tree):
     return json.dumps([link for link in links if link['ifname'] != 'bond0'])
 
 
-def test_doc_blocks_are_yaml():
-    doc = yaml.safe_load(cluster_link_plan.DOCUMENTATION)
+def test_doc_blocks_are_yaml(module_doc):
+    doc = module_doc(cluster_link_plan)
     assert doc['module'] == 'cluster_link_plan'
     assert doc['attributes']['check_mode']['support'] == 'full'
     assert isinstance(yaml.safe_load(cluster_link_plan.EXAMPLES), list)

@@ -7,8 +7,8 @@ from ansible_collections.gb10.serving.plugins.modules import memory_balance, roc
 
 
 @pytest.mark.parametrize('module', [unified_memory, roce_facts, memory_balance])
-def test_doc_blocks_are_yaml(module):
-    doc = yaml.safe_load(module.DOCUMENTATION)
+def test_doc_blocks_are_yaml(module, module_doc):
+    doc = module_doc(module)
     assert doc['module'] == module.__name__.rsplit('.', 1)[-1]
     assert doc['attributes']['check_mode']['support'] == 'full'
     assert isinstance(yaml.safe_load(module.EXAMPLES), list)

@@ -16,8 +16,8 @@ def nodes(second_id='', second_ip='10.0.0.2'):
     ]
 
 
-def test_doc_blocks_are_yaml():
-    doc = yaml.safe_load(serving_image_plan.DOCUMENTATION)
+def test_doc_blocks_are_yaml(module_doc):
+    doc = module_doc(serving_image_plan)
     assert doc['module'] == 'serving_image_plan'
     assert doc['attributes']['check_mode']['support'] == 'full'
     assert isinstance(yaml.safe_load(serving_image_plan.EXAMPLES), list)
