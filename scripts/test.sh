@@ -83,10 +83,15 @@ PY
   cp tests/sanity/get_pip_offline.py ~/.ansible/test/cache/get_pip_"${pip_version//./_}".py
   # ansible-test needs the collection at .../ansible_collections/<namespace>/<name>; copy the
   # files git knows about (a symlink would resolve back to the checkout).
-  local dest=/tmp/gb10-sanity/ansible_collections/gb10/serving
-  rm -rf /tmp/gb10-sanity && mkdir -p "$dest"
+  # A folder of this run's own: two checkouts testing on one machine must not share one.
+  local root dest rc=0
+  root=$(mktemp -d /tmp/gb10-sanity.XXXXXX)
+  dest=$root/ansible_collections/gb10/serving
+  mkdir -p "$dest"
   git ls-files -z | tar --null -T - -cf - | tar -C "$dest" -xf -
-  (cd "$dest" && git init -q && git add -A && ansible-test sanity --venv --python 3.11 --requirements --color no)
+  (cd "$dest" && git init -q && git add -A && ansible-test sanity --venv --python 3.11 --requirements --color no) || rc=$?
+  rm -rf "$root"
+  return "$rc"
 }
 
 # tests/publish builds the tarball from a copy of the checkout (with a test run's leftovers
