@@ -9,6 +9,7 @@ import sys
 from unittest import mock
 
 import pytest
+import yaml
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, '.collections'))
@@ -17,9 +18,19 @@ FIXTURES = os.path.join(TOP, 'tests', 'fixtures')
 from ansible.module_utils import basic  # noqa: E402  (after the path is set)
 from ansible.plugins.loader import fragment_loader, init_plugin_loader  # noqa: E402
 from ansible.utils.plugin_docs import add_fragments  # noqa: E402
-import yaml  # noqa: E402
 
 init_plugin_loader([os.path.join(TOP, '.collections')])
+
+try:  # ansible-core >= 2.19
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core 2.17 / 2.18
+    import contextlib
+
+    @contextlib.contextmanager
+    def patch_module_args(args):
+        payload = json.dumps({'ANSIBLE_MODULE_ARGS': args}).encode()
+        with mock.patch.object(basic, '_ANSIBLE_ARGS', payload):
+            yield
 
 
 @pytest.fixture
@@ -32,17 +43,6 @@ def module_doc():
         add_fragments(doc, module.__file__, fragment_loader=fragment_loader, is_module=True)
         return doc
     return load
-
-try:  # ansible-core >= 2.19
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core 2.17 / 2.18
-    import contextlib
-
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        payload = json.dumps({'ANSIBLE_MODULE_ARGS': args}).encode()
-        with mock.patch.object(basic, '_ANSIBLE_ARGS', payload):
-            yield
 
 
 class ModuleExit(Exception):
