@@ -37,8 +37,8 @@ import docker
 import pytest
 
 from .conftest import sim
-from .helpers import (HEAD, LOGS_TASK, PLAYBOOK, PORT, TOP, WORKER, api_key, assert_succeeded, container_id,
-                      engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_containers,
+from .helpers import (HEAD, LOGS_TASK, PLAYBOOK, PORT, TOP, WORKER, api_key, assert_succeeded,
+                      engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_container_ids, ray_containers,
                       role_playbook, run_text, user_env, when_task_starts)
 
 SYNC_PLAY = "Sync the model over the cluster link (M3)"
@@ -465,7 +465,7 @@ def test_a_new_api_key_restarts_only_the_engine(sim_cluster, serving, run_playbo
 
 def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, run_playbook):
     head = sim_cluster.head
-    ray_before = {h: container_id(h, HEAD if h == head else WORKER) for h in sim_cluster.hosts}
+    ray_before = ray_container_ids(sim_cluster)
     engine_before = engine_process(head)
     # The new engine waits on the test before vLLM starts (hold_engine_start): it cannot answer
     # /health within the 20 s readiness timeout on any machine. A changed launch (the env, and the
@@ -476,7 +476,7 @@ def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, r
     # The fault was caused: the new engine was held and never released.
     assert engine_start_held(head, "timeout")
     # A changed launch restarts what it must (O2): the engine; the Ray containers are kept.
-    assert {h: container_id(h, HEAD if h == head else WORKER) for h in sim_cluster.hosts} == ray_before
+    assert ray_container_ids(sim_cluster) == ray_before
     assert engine_process(head)[:2] != engine_before[:2]
 
     assert result.status == "failed", result
