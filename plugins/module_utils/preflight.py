@@ -243,6 +243,20 @@ def check_interface(node, min_mbps=MIN_CLUSTER_LINK_MBPS):
     return problems
 
 
+def check_rdma(node):
+    """N1: transport roce / roce_ring needs the ConnectX-7's verbs devices on the host (the Ray
+    containers get them, filter rdma_container); without them NCCL falls back to sockets."""
+    transport = node.get('transport') or 'roce'
+    if transport == 'socket' or node.get('uverbs'):
+        return []
+    rdma_dir = node.get('rdma_dir') or '/dev/infiniband'
+    return ['host %s: gb10_nccl_transport %s needs the RDMA verbs devices %s/uverbs*, and this host has none '
+            '(N1): NCCL would fall back to sockets. Fix: load the ConnectX-7 RDMA drivers (`sudo modprobe '
+            'ib_uverbs mlx5_ib`; DGX OS ships them with its OFED/rdma-core packages) and check `ls %s`, or '
+            'choose TCP explicitly with gb10_nccl_transport: socket (N4).'
+            % (node['host'], transport, rdma_dir, rdma_dir)]
+
+
 def check_model(profile, nodes):
     """The model must be somewhere: model_sync copies it from the first host (M3), or downloads it
     there first when that host's model_download is set (gb10_model_download; a note then)."""
@@ -295,6 +309,7 @@ def preflight_problems(profile, nodes, engine=None, shape=None, ceiling=UTILIZAT
     for node in read:
         problems += check_driver(node)
         problems += check_interface(node, min_link_mbps)
+        problems += check_rdma(node)
     if len(read) == len(nodes):
         problems += check_model(profile, nodes)
         problems += check_memory(profile, nodes, shape)

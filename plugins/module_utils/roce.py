@@ -37,6 +37,54 @@ ROCE_COMMON_ENV = {
 }
 
 
+# What a container needs for NCCL to open the RoCE devices (N1, issue 26): the verbs device nodes,
+# IPC_LOCK to pin memory and no memlock limit for the registered buffers. Without them NCCL falls
+# back to sockets inside the container however the host is set up. NVIDIA's two-Spark guides pass
+# `--ulimit memlock=-1 --device /dev/infiniband`; the community's launchers add
+# `--cap-add=IPC_LOCK` (or run --privileged). nofile: Ray opens a socket per worker connection.
+RDMA_DEVICE_DIR = '/dev/infiniband'
+RDMA_CONTAINER = {
+    'devices': [RDMA_DEVICE_DIR + ':' + RDMA_DEVICE_DIR + ':rwm'],
+    'capabilities': ['IPC_LOCK'],
+    'ulimits': ['memlock:-1:-1', 'nofile:1048576:1048576'],
+}
+
+
+def container_rdma(transport, privileged=False):
+    """docker_container options (devices, capabilities, ulimits, privileged) that let NCCL in a
+    container use RoCE for this transport: {} for socket, which needs none of them. privileged
+    (opt-in) adds --privileged on top, as some community launchers run."""
+    if transport not in TRANSPORTS:
+        raise RoceError('transport must be one of %s, got %r' % (', '.join(TRANSPORTS), transport))
+    if transport == 'socket':
+        return {}
+    options = dict((key, list(value)) for key, value in RDMA_CONTAINER.items())
+    if privileged:
+        options['privileged'] = True
+    return options
+
+
+def container_rdma_missing(transport, container):
+    """What a container (docker inspect's HostConfig: Devices, CapAdd, Ulimits, Privileged) lacks
+    of container_rdma(transport): a list of short phrases, empty when it has all of it (or the
+    transport needs none). A failed transport check names these as the likely cause."""
+    if not container_rdma(transport):
+        return []
+    host = container or {}
+    if host.get('Privileged'):
+        return []
+    missing = []
+    devices = [d.get('PathOnHost') for d in host.get('Devices') or []]
+    if not [d for d in devices if d == RDMA_DEVICE_DIR or (d or '').startswith(RDMA_DEVICE_DIR + '/')]:
+        missing.append('no %s device' % RDMA_DEVICE_DIR)
+    if 'IPC_LOCK' not in [c.upper().replace('CAP_', '') for c in host.get('CapAdd') or []]:
+        missing.append('no IPC_LOCK capability')
+    memlock = [u for u in host.get('Ulimits') or [] if u.get('Name') == 'memlock']
+    if not memlock or memlock[0].get('Soft') != -1:
+        missing.append('memlock not unlimited')
+    return missing
+
+
 class RoceError(ValueError):
     """sysfs or address input that cannot be read as RoCE facts."""
 

@@ -16,6 +16,7 @@ def node(host, ip, **extra):
         'iface': {'present': True, 'active': True, 'type': 'ether', 'speed': 200000, 'ipv4': [ip]},
         'driver_version': '580.142', 'driver_error': '', 'nvidia_smi': 'nvidia-smi',
         'memory': {'budget_gib': 119.7, 'free_gib': 114.0}, 'model_present': True,
+        'transport': 'roce', 'rdma_dir': '/dev/infiniband', 'uverbs': ['/dev/infiniband/uverbs0'],
     }
     base.update(extra)
     return base
@@ -281,3 +282,17 @@ def test_good_driver_needs_no_note():
     for n in nodes:
         n['driver_host_prep'] = '580'
     assert problems(nodes=nodes) == [] and PF.preflight_notes(nodes) == []
+
+
+@pytest.mark.parametrize('transport', ['roce', 'roce_ring'])
+def test_roce_on_a_host_without_verbs_devices_is_refused_naming_host_and_fix(transport):
+    nodes = [node('spark1', '10.0.0.1', transport=transport),
+             node('spark2', '10.0.0.2', model_present=False, transport=transport, uverbs=[])]
+    one(problems(nodes=nodes), 'host spark2:', 'gb10_nccl_transport %s' % transport, '/dev/infiniband/uverbs*',
+        'sudo modprobe ib_uverbs mlx5_ib', 'gb10_nccl_transport: socket', '(N1)')
+
+
+def test_sockets_need_no_verbs_devices():
+    nodes = [node('spark1', '10.0.0.1', transport='socket', uverbs=[]),
+             node('spark2', '10.0.0.2', model_present=False, transport='socket', uverbs=[])]
+    assert problems(nodes=nodes) == []
