@@ -22,6 +22,8 @@ ENGINE_LOG = "/var/lib/gb10-engine/engine.log"  # in vllm_serve_state_dir (roles
 # vllm_serve's rescue collects every node's logs (H9), then fails with what failed (roles/vllm_serve).
 LOGS_TASK = "Fail with what went wrong and where the logs are"
 SUMMARY_TASK = "Show the endpoint"
+DRIFT = "playbooks/drift.yml"
+VERDICT = "Fail every host where a check found drift"
 
 
 # ---- a simulated Spark from the outside --------------------------------------------------------
@@ -131,6 +133,28 @@ def link_figures(line):
 
 
 # ---- as a user at the repository root ----------------------------------------------------------
+
+def drift(run_playbook, sim_cluster, **extravars):
+    """drift.yml in check mode, as the documented CI job runs it: a "changed" result is a change
+    the run would make, not one it made."""
+    return run_playbook(DRIFT, sim_cluster.inventory, extravars=dict(gb10_profile="minimax-m27-nvfp4", **extravars),
+                        check=True, timeout=900)
+
+
+def findings(result):
+    """{(host, rule)} of the failed drift checks, whose names end with their rule ID: each ignores
+    its own failure so that the host's other checks still run, and drift.yml's verdict play then
+    fails exactly the hosts that drifted. Any other failure is returned as (host, task name)."""
+    found = set()
+    for event in result.host_results(event="runner_on_failed"):
+        rule = re.search(r"\(([A-Z][0-9]+)\)$", event.get("task") or "")
+        if event.get("ignore_errors") and rule:
+            found.add((event.get("host"), rule.group(1)))
+    others = {(host, task) for host, task, _msg in result.failures() if task != VERDICT}
+    verdict = {host for host, task, _msg in result.failures() if task == VERDICT}
+    assert verdict == {host for host, _rule in found} - {host for host, _task in others}, result
+    return found | others
+
 
 def user_env(tmp_path):
     """The environment of a user who ran scripts/setup.sh and activated .venv, at the repo root

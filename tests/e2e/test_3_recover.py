@@ -1,47 +1,64 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The recover path (rules O1, H4) on the simulated 2-Spark cluster: leaked unified memory is
-planted on one host with the fixture kit; playbooks/recover.yml reboots that host only (its boot
-id changes, the other's does not) and frees the leak; deploy-m27.yml then brings the cluster back
-and it answers a chat request again.
-
-It starts from whatever state the cluster is in (after test_2b_drift.py: a stopped Ray worker),
-which is where an operator runs recover.yml in practice.
+"""A Ray worker killed under the serving engine (rules R2, O1, H4) on the simulated 2-Spark
+cluster, the way a crashed or hard-stopped container goes on a Spark:
+- drift.yml names the stopped worker (R2);
+- the kill leaves the worker's rank's unified memory held by the driver: nobody plants it, the
+  simulated Spark's driver keeps it because the container died under the rank (the fixture kit's
+  gb10-gpu-ledger, tests/fixtures/gb10-sim/README.md);
+- playbooks/recover.yml finds that leak, reboots that host only (its boot id changes, the head's
+  does not) and frees it. The head's engine is still there when recover.yml starts, and it stops
+  it before Ray and the containers (H4), so the head leaks nothing: stopping the head's container
+  first would leak the head too, and reboot it;
+- deploy-m27.yml then brings the cluster back and it answers a chat request again.
+The tests run in this order, each on the state the one before left.
 """
 
 import openai
 
-from .helpers import HEAD, PLAYBOOK, PORT, api_key, assert_succeeded, on_host
+from .helpers import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, drift, findings, on_host,
+                      worker_running)
 
 RECOVER = "playbooks/recover.yml"
-LEAK_GIB = 40  # far above the 8 GiB threshold, as in the field reports (tens of GB, H4)
 
 
 def boot_id(host):
     return on_host(host, "cat", "/run/gb10-boot-id").strip()
 
 
-def unaccounted_gib(result, host):
-    """unaccounted_gib of the last unified_memory reading recover.yml made on host."""
-    readings = [d["res"] for d in result.host_results(host=host)
-                if d.get("task_action") == "gb10.serving.unified_memory"]
-    assert readings, result
-    return readings[-1]["unaccounted_gib"]
+def readings(result, host):
+    """Every gb10.serving.unified_memory reading the run made on host, in order."""
+    found = [d["res"] for d in result.host_results(host=host) if d.get("task_action") == "gb10.serving.unified_memory"]
+    assert found, result
+    return found
 
 
-def test_recover_reboots_only_the_leaked_host_then_the_cluster_serves_again(sim_cluster, run_playbook):
-    head, leaked = sim_cluster.hosts
-    on_host(leaked, "gb10-plant-leak", str(LEAK_GIB))
+def test_drift_names_a_ray_worker_killed_under_the_engine(serving, run_playbook):
+    worker = serving.hosts[1]
+    on_host(worker, "docker", "kill", WORKER)
+
+    result = drift(run_playbook, serving)
+
+    assert result.status == "failed"
+    assert (worker, "R2") in findings(result), result
+    assert not worker_running(worker)
+
+
+def test_recover_reboots_only_the_host_the_kill_leaked_then_the_cluster_serves_again(sim_cluster, run_playbook):
+    head, worker = sim_cluster.hosts
     boots = {h: boot_id(h) for h in sim_cluster.hosts}
 
     recovered = run_playbook(RECOVER, sim_cluster.inventory, timeout=1500)
 
     assert_succeeded(recovered, sim_cluster.hosts)
+    # The leak is the kill's, measured after the engine, Ray and the containers were stopped.
+    assert readings(recovered, worker)[0]["leaked"], readings(recovered, worker)
+    assert not readings(recovered, head)[0]["leaked"], readings(recovered, head)
     rebooted = {d["host"] for d in recovered.host_results(task="Reboot the leaked node")}
-    assert rebooted == {leaked}, recovered
-    assert boot_id(leaked) != boots[leaked]
+    assert rebooted == {worker}, recovered
+    assert boot_id(worker) != boots[worker]
     assert boot_id(head) == boots[head]  # a healthy node is never rebooted
-    assert unaccounted_gib(recovered, leaked) < 2, recovered
+    assert readings(recovered, worker)[-1]["unaccounted_gib"] < 2, readings(recovered, worker)
 
     deployed = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=3000)
 

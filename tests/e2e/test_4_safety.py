@@ -450,7 +450,7 @@ def test_a_new_api_key_restarts_only_the_engine(sim_cluster, serving, run_playbo
     assert ray_containers(sim_cluster.hosts, head) == ray_before  # neither recreated nor restarted
     assert engine_process(head)[:2] != engine_before[:2]
     assert not [e for e in result.events if e.get("event") == "runner_on_ok"
-                and e["event_data"].get("task") == "Stop serving containers, keeping them for their logs (H4 needs no GPU workload; H9)"]
+                and e["event_data"].get("task") == CONTAINER_STOP_TASK]
     url = "http://127.0.0.1:%d/v1/models" % PORT
     script = ("import sys, urllib.request, urllib.error\n"
               "req = urllib.request.Request(sys.argv[1], headers={'Authorization': 'Bearer ' + sys.argv[2]})\n"
@@ -463,6 +463,10 @@ def test_a_new_api_key_restarts_only_the_engine(sim_cluster, serving, run_playbo
     assert new_key not in run_text(result)
 
 
+ENGINE_STOP_TASK = "Stop the engine in the head container, SIGTERM first (a hard kill can leak unified memory, H4)"
+CONTAINER_STOP_TASK = "Stop serving containers, keeping them for their logs (H4 needs no GPU workload; H9)"
+
+
 def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, run_playbook):
     head = sim_cluster.head
     ray_before = ray_container_ids(sim_cluster)
@@ -470,6 +474,7 @@ def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, r
     # The new engine waits on the test before vLLM starts (hold_engine_start): it cannot answer
     # /health within the 20 s readiness timeout on any machine. A changed launch (the env, and the
     # generated key again after the test above) makes the deploy restart it.
+    boots = {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts}
     extravars = dict(hold_engine_start(head, "timeout"), vllm_serve_readiness_timeout_s=20)
     result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, extravars=extravars)
 
@@ -478,6 +483,15 @@ def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, r
     # A changed launch restarts what it must (O2): the engine; the Ray containers are kept.
     assert ray_container_ids(sim_cluster) == ray_before
     assert engine_process(head)[:2] != engine_before[:2]
+    # The clean launch stopped the serving engine before Ray and its containers (H4): its ranks
+    # ended inside running containers, so no node leaked and none rebooted. (Stopping the
+    # containers under the ranks leaves their memory held on a Spark, and on the simulated one.)
+    order = [e["event_data"]["task"] for e in result.events if e.get("event") == "runner_on_ok"
+             and e["event_data"].get("task") in (ENGINE_STOP_TASK, CONTAINER_STOP_TASK)]
+    assert order and order[0] == ENGINE_STOP_TASK and CONTAINER_STOP_TASK in order, order
+    memory = result.results_by_host(task="Account for unified memory (H4)")
+    assert sorted(memory) == sorted(sim_cluster.hosts) and not [h for h, m in memory.items() if m["leaked"]], memory
+    assert {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts} == boots
 
     assert result.status == "failed", result
     failed = {(host, task) for host, task, unused_msg in result.failures()}

@@ -1,7 +1,11 @@
 """The GB10 fixture kit (tests/fixtures/gb10-sim) as the simulated cluster and molecule use it:
 installed into a scratch root, read by the real unified_memory module."""
+import argparse
 import os
+import shutil
+import socket
 import subprocess
+import time
 
 import pytest
 
@@ -126,3 +130,100 @@ def test_running_vllm_is_a_gpu_workload_not_a_leak(kit, run_module, tmp_path):
     assert result['gpu_workload'] is True
     assert result['gpu_processes'][0]['pid'] == 4121
     assert result['leaked'] is False
+
+
+# ---- gb10-gpu-ledger: a rank's memory leaks when its container dies under it (rule H4) ----------
+
+# Made-up pids above any real pid_max, in the scratch /proc: a containerd shim and its container's init.
+SHIM = 4000001
+INIT = 4000002
+
+
+def fake_process(proc, pid, ppid, comm, state='S', flags=0):
+    """/proc/PID/{stat,comm} as the ledger reads them: state, ppid, flags (field 9), start time."""
+    (proc / str(pid)).mkdir(exist_ok=True)
+    (proc / str(pid) / 'comm').write_text(comm + '\n')
+    fields = [state, str(ppid), '0', '0', '0', '-1', str(flags)] + ['0'] * 12 + ['4242']
+    (proc / str(pid) / 'stat').write_text('%d (%s) %s\n' % (pid, comm, ' '.join(fields)))
+
+
+def leak_gib(kit):
+    state = (kit.path / 'var' / 'lib' / 'gb10-sim' / 'state').read_text()
+    return float(dict(line.split('=', 1) for line in state.split())['leak_gib'])
+
+
+@pytest.fixture
+def ledger(kit, tmp_path, monkeypatch):
+    """The kit's ledger on an abstract socket of this test; the connecting test process sits in a
+    made-up container: test -> INIT (the container's init) -> SHIM (containerd-shim)."""
+    proc = tmp_path / 'proc'
+    me = os.getpid()
+    fake_process(proc, me, INIT, 'python3')
+    fake_process(proc, INIT, SHIM, 'ray')
+    fake_process(proc, SHIM, 1, 'containerd-shim')
+    name = 'gb10-sim-ledger-test-%d-%s' % (me, tmp_path.name)
+    monkeypatch.setenv('GB10_SIM_LEDGER', name)
+    log = open(str(tmp_path / 'ledger.log'), 'w')
+    server = subprocess.Popen([str(kit.path / 'opt' / 'gb10-sim' / 'bin' / 'gb10-gpu-ledger')],
+                              stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+
+    def hold():
+        for unused_try in range(100):  # bounded: 10 s for the ledger to listen
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                conn.connect('\0' + name)
+                break
+            except OSError:
+                conn.close()
+                time.sleep(0.1)
+        else:
+            raise AssertionError((tmp_path / 'ledger.log').read_text())
+        wait_for(lambda: 'hold: pid %d (container init %d)' % (me, INIT) in (tmp_path / 'ledger.log').read_text())
+        return conn
+
+    def ended():
+        return wait_for(lambda: ('freed' in (tmp_path / 'ledger.log').read_text()
+                                 or 'LEAK' in (tmp_path / 'ledger.log').read_text()))
+
+    yield argparse.Namespace(hold=hold, ended=ended, proc=proc, log=tmp_path / 'ledger.log')
+    server.kill()
+    server.wait()
+    log.close()
+
+
+def wait_for(check):
+    for unused_try in range(100):  # bounded: 10 s
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_rank_that_ends_in_its_running_container_frees_its_memory(kit, ledger, run_module):
+    conn = ledger.hold()
+    conn.close()  # the rank ends (a graceful engine stop); its container's init still runs
+
+    assert ledger.ended(), ledger.log.read_text()
+    assert 'freed' in ledger.log.read_text()
+    assert leak_gib(kit) == 0
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert not failed and not result['leaked']
+
+
+@pytest.mark.parametrize('init_state', ['exiting', 'zombie', 'gone'])
+def test_a_rank_whose_container_dies_under_it_leaks_until_a_reboot(kit, ledger, run_module, init_state):
+    conn = ledger.hold()
+    # docker stop (past its timeout) or docker kill: the container's init goes first.
+    if init_state == 'gone':
+        shutil.rmtree(str(ledger.proc / str(INIT)))
+    else:
+        fake_process(ledger.proc, INIT, SHIM, 'ray', *{'exiting': ('S', 0x4), 'zombie': ('Z', 0)}[init_state])
+    conn.close()
+
+    assert ledger.ended(), ledger.log.read_text()
+    assert wait_for(lambda: leak_gib(kit) == 33), ledger.log.read_text()
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert not failed and result['leaked'], result
+    kit.run('gb10-test-boot')  # a (simulated) reboot frees it
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert not failed and not result['leaked']

@@ -10,13 +10,22 @@ file fails ("open shm in SHMManager failed. errno: 2"). vLLM's CPU backend assum
 the simulated cluster, like the Sparks, has one rank per host. Here the check that chooses the SHM
 path says no, so the group falls back to torch.distributed (Gloo over the cluster network),
 whatever CPU the simulation runs on.
+
+A rank that makes its communicator holds simulated GPU memory from then on (gpu_ledger.py): that is
+where the simulated Spark's leak model learns which processes hold memory.
 """
 
 from vllm.distributed.device_communicators.cpu_communicator import CpuCommunicator
 
+from gb10_sim_platform import gpu_ledger
+
 
 class CrossHostCpuCommunicator(CpuCommunicator):
     """CpuCommunicator that never uses one host's /dev/shm for a group."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        gpu_ledger.hold()
 
     def _all_group_ranks_share_shm_group_name(self) -> bool:
         # Called by every rank of the group alike, so all of them take the torch.distributed path.
