@@ -181,11 +181,29 @@ def check_driver(node):
     return []
 
 
+def _never_the_cluster_link(node):
+    """N3: an interface that can never be the cluster link, whatever host prep would do to it:
+    loopback, or the management NIC (the one that carries ansible_host). A refusal naming it, or
+    None. Checked before the link is left to host prep, which would otherwise configure it."""
+    host, name, iface = node['host'], node.get('cluster_iface'), node.get('iface') or {}
+    if iface.get('type') == 'loopback' or name == 'lo':
+        return ('host %s: gb10_cluster_iface %s is loopback; Gloo/NCCL on loopback gives "Connection refused" '
+                'or hangs (N3). Fix: set gb10_cluster_iface to the ConnectX-7 port of the cluster link (the '
+                'interface ibdev2netdev shows "(Up)", e.g. enp1s0f1np1).' % (host, name))
+    if node.get('ansible_host') and node['ansible_host'] in (iface.get('ipv4') or []):
+        return ('host %s: gb10_cluster_iface %s carries the management address %s (ansible_host): the '
+                'management NIC, where NCCL gave ~6 tok/s at TP=3 (N3, N5). Fix: set gb10_cluster_iface to '
+                'the ConnectX-7 port of the cluster link (the interface ibdev2netdev shows "(Up)", e.g. '
+                'enp1s0f1np1).' % (host, name, node['ansible_host']))
+    return None
+
+
 def _link_awaits_host_prep(node):
     """The deploy's host prep configures the cluster link (node key link_host_prep) and the
-    interface is not there yet or lacks gb10_cluster_ip: a fresh Spark's port, a bond not made."""
+    interface is not there yet or lacks gb10_cluster_ip: a fresh Spark's port, a bond not made.
+    Never for an interface that cannot be the link (_never_the_cluster_link)."""
     iface = node.get('iface') or {}
-    return bool(node.get('link_host_prep')) and not (
+    return bool(node.get('link_host_prep')) and not _never_the_cluster_link(node) and not (
         iface.get('present') and node.get('cluster_ip') in (iface.get('ipv4') or []))
 
 
@@ -217,6 +235,9 @@ def check_interface(node, min_mbps=MIN_CLUSTER_LINK_MBPS):
     if not name:
         return ['host %s: gb10_cluster_iface is not set. Fix: set it to the cluster link (the interface '
                 'ibdev2netdev shows "(Up)", e.g. enP7s7 or bond0).' % host]
+    never = _never_the_cluster_link(node)
+    if never:
+        return [never]
     if _link_awaits_host_prep(node):
         # Role cluster_link configures the link in host prep and verifies it there (address,
         # every peer, MTU end to end): preflight_notes says so instead.
@@ -225,9 +246,6 @@ def check_interface(node, min_mbps=MIN_CLUSTER_LINK_MBPS):
         return ['host %s: gb10_cluster_iface %s does not exist on this host (it has %s). Fix: set it to the '
                 'cluster link.' % (host, name, ', '.join(node.get('interfaces') or []) or 'no interfaces')]
     problems = []
-    if iface.get('type') == 'loopback' or name == 'lo':
-        problems.append('host %s: gb10_cluster_iface %s is loopback; Gloo/NCCL on loopback gives "Connection '
-                        'refused" or hangs (N3). Fix: name the cluster link.' % (host, name))
     if not iface.get('active'):
         problems.append('host %s: gb10_cluster_iface %s is down (N5). Fix: bring the link up (cable, '
                         'netplan) or name the interface that is up.' % (host, name))

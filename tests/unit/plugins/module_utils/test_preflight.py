@@ -144,9 +144,8 @@ def test_interface_unset_absent_loopback_down():
         one(problems(nodes=nodes), 'host spark2: ' + fragment)
     nodes = pair()
     nodes[1].update(cluster_iface='lo', iface={'present': True, 'active': True, 'type': 'loopback', 'ipv4': ['127.0.0.1']})
-    found = problems(nodes=nodes)
-    assert any('gb10_cluster_iface lo is loopback' in p and '(N3)' in p for p in found)
-    assert any('gb10_cluster_ip 10.0.0.2 is not an address of gb10_cluster_iface lo' in p for p in found)
+    one(problems(nodes=nodes), 'host spark2: gb10_cluster_iface lo is loopback', '(N3)',
+        'Fix: set gb10_cluster_iface to the ConnectX-7 port')
     nodes = pair()
     nodes[0]['iface']['active'] = False
     one(problems(nodes=nodes), 'host spark1: gb10_cluster_iface enP7s7 is down')
@@ -296,3 +295,23 @@ def test_sockets_need_no_verbs_devices():
     nodes = [node('spark1', '10.0.0.1', transport='socket', uverbs=[]),
              node('spark2', '10.0.0.2', model_present=False, transport='socket', uverbs=[])]
     assert problems(nodes=nodes) == []
+
+
+@pytest.mark.parametrize('link_host_prep', [False, True])
+def test_loopback_or_the_management_nic_is_refused_by_name_even_when_host_prep_configures_the_link(link_host_prep):
+    # Issue 26: -e gb10_cluster_iface=lo passed preflight as "host prep configures the link", and
+    # cluster_link then sent the user to remove the address from the right port.
+    nodes = pair()
+    for n in nodes:
+        n['link_host_prep'] = link_host_prep
+    nodes[1].update(cluster_iface='lo', iface={'present': True, 'active': True, 'type': 'loopback', 'ipv4': ['127.0.0.1']})
+    one(problems(nodes=copy.deepcopy(nodes)), 'host spark2: gb10_cluster_iface lo is loopback', 'ConnectX-7 port')
+    assert not [n for n in PF.preflight_notes(nodes) if 'spark2' in n and 'cluster_link configures' in n]
+
+    nodes = pair()
+    for n in nodes:
+        n['link_host_prep'] = link_host_prep
+    nodes[0].update(ansible_host='192.168.1.11', cluster_iface='enP7s7',
+                    iface={'present': True, 'active': True, 'type': 'ether', 'speed': 10000, 'ipv4': ['192.168.1.11']})
+    one(problems(nodes=copy.deepcopy(nodes)), 'host spark1: gb10_cluster_iface enP7s7 carries the management address '
+        '192.168.1.11 (ansible_host)', 'ConnectX-7 port')
