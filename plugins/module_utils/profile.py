@@ -17,6 +17,13 @@ import copy
 import re
 
 ENGINES = ('vllm', 'sglang')
+# What vLLM's Ray executor copies from the engine's environment to its Ray workers, where the ranks
+# load the weights and run (vllm/ray/ray_env.py of vLLM 0.32: DEFAULT_ENV_VAR_PREFIXES and
+# DEFAULT_EXTRA_ENV_VARS, plus vLLM's own VLLM_* variables). Anything else in a vLLM profile's env
+# reaches the API server only: it belongs in ray.env, which every node's Ray container (and so every
+# rank, and the engine started inside the head) gets.
+RAY_CARRIED_PREFIXES = ('VLLM_', 'NCCL_', 'FLASH_ATTENTION_', 'LMCACHE_', 'UCX_', 'HF_', 'HUGGING_FACE_')
+RAY_CARRIED_NAMES = ('PYTHONHASHSEED',)
 CHECKPOINT_FORMATS = ('bf16', 'fp16', 'fp32', 'fp8', 'nvfp4', 'mxfp4', 'gptq-int4', 'mixed-fp4-fp8')
 RULE_ID = re.compile(r'\b[HNRVSMO][0-9]{1,2}\b')
 
@@ -176,6 +183,11 @@ def validate_profile(profile, source='<profile>'):
                   'is not a valid environment variable name')
             _need(isinstance(value, (str, int, float)) and not isinstance(value, bool), source,
                   '%s.%s' % (section, key), 'environment values must be strings or numbers (quote them)')
+            _need(profile['engine'] != 'vllm' or key.startswith(RAY_CARRIED_PREFIXES) or key in RAY_CARRIED_NAMES,
+                  source, '%s.%s' % (section, key),
+                  'vLLM does not carry it to its Ray workers, where the ranks load and run the model (it copies '
+                  'only %s* and %s): set it under ray.env instead, which every node\'s Ray container gets'
+                  % ('*, '.join(RAY_CARRIED_PREFIXES), ', '.join(RAY_CARRIED_NAMES)))
 
     ray = profile.get('ray')
     _need(isinstance(ray, dict), source, 'ray', 'must be a mapping with object_store_memory_bytes and env')

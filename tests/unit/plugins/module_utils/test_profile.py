@@ -111,6 +111,23 @@ def test_reason_without_rule_id_is_refused():
         P.load('minimax-m27-nvfp4', raw)
 
 
+@pytest.mark.parametrize('section, name', [('env', 'SAFETENSORS_FAST_GPU'), ('device_env', 'TORCH_CUDA_ARCH_LIST')])
+def test_an_engine_env_entry_that_vllm_does_not_carry_to_its_ray_workers_is_refused(section, name):
+    # vLLM copies VLLM_*, NCCL_*, HF_* ... to its Ray workers; the ranks never see anything else.
+    raw = _broken(lambda p: (p[section].update({name: '1'}), p['why'].update({'%s.%s' % (section, name): 'test (V3)'})))
+    with pytest.raises(P.ProfileError, match=r"%s.%s: vLLM does not carry it to its Ray workers.*set it under ray.env"
+                       % (section, name)):
+        P.load('minimax-m27-nvfp4', raw)
+
+
+def test_variables_vllm_carries_and_ray_env_take_any_name():
+    raw = _broken(lambda p: (p['env'].update({'NCCL_DEBUG_SUBSYS': 'INIT', 'PYTHONHASHSEED': '0'}),
+                             p['ray']['env'].update({'SAFETENSORS_FAST_GPU': '1'}),
+                             p['why'].update({'env': 'test (N5)', 'ray.env': 'test (V3)'})))
+    profile = P.load('minimax-m27-nvfp4', raw)
+    assert profile['ray']['env']['SAFETENSORS_FAST_GPU'] == '1'
+
+
 def test_tp_must_be_a_multiple_of_nodes():
     raw = _broken(lambda p: p.update({'tensor_parallel_size': 3}))
     with pytest.raises(P.ProfileError, match=r'TP 3 over 2 nodes'):
