@@ -131,6 +131,19 @@ def test_engine_runs_inside_the_ray_head_container(sim_cluster, deployed):
         assert on_host(host, "docker", "inspect", "--format", "{{.State.Running}}", WORKER).strip() == "true"
 
 
+def test_the_compile_caches_live_on_the_node_across_container_recreation(sim_cluster, deployed):
+    # V7: vLLM's, FlashInfer's and Triton's caches are the node's folders, so a recreated Ray
+    # container starts warm; the engine wrote vLLM's there.
+    cache = "/var/lib/gb10-serving/compile-cache"  # ray_cluster_cache_dir
+    for host in sim_cluster.hosts:
+        name = HEAD if host == sim_cluster.head else WORKER
+        mounts = json.loads(on_host(host, "docker", "inspect", "--format", "{{json .Mounts}}", name))
+        assert {(m["Source"], m["Destination"]) for m in mounts} >= {
+            (cache + "/vllm", "/root/.cache/vllm"), (cache + "/flashinfer", "/root/.cache/flashinfer"),
+            (cache + "/triton", "/root/.triton")}, mounts
+    assert on_host(sim_cluster.head, "ls", "-A", cache + "/vllm").split(), "vLLM wrote nothing in its cache"
+
+
 def test_openai_client_gets_a_chat_answer(sim_cluster, deployed):
     client = openai.OpenAI(base_url="http://%s:%d/v1" % (sim_cluster.ips[sim_cluster.head], PORT),
                            api_key=api_key(sim_cluster.head), timeout=300, max_retries=0)
