@@ -13,6 +13,8 @@
   ready in time, a Ray worker killed while the engine starts. Each run stops naming the host and
   the next step; model files stay; a serving engine is not torn down by a run that fails before
   it; logs of a failed start are collected to the controller;
+- teardown after that failed start: playbooks/teardown.yml stops the engine within its bound
+  (H4), leaves no node leaked and no Ray container;
 - the cluster link and the serving image (issue 17), in `scripts/test.sh full` only (marker
   `full`): a peer that does not answer on the link, an MTU mismatch on it, a registry that refuses
   the credentials. An image copy cut halfway and an image built from its recipe are
@@ -530,6 +532,28 @@ def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, run_pl
     logs_dir = message.split("logs of every node's containers are in ")[1].split()[0].rstrip("/")
     worker_logs = glob.glob(os.path.join(logs_dir, worker, "*"))
     assert worker_logs, (logs_dir, os.listdir(logs_dir))
+
+
+def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_containers(sim_cluster, run_playbook):
+    # What an operator runs after the failed start above: playbooks/teardown.yml. Its engine is
+    # waiting for the lost worker's GPU and may not answer SIGTERM; the stop is bounded (here 15 s,
+    # as an operator may pass) and then kills it. The engine's ranks end inside running containers
+    # first (H4), so no node leaks, and no Ray container is left on any node. (The TP=3 module's
+    # deploy then starts from clean nodes instead of waiting out the role's 120 s bound itself.)
+    head = sim_cluster.head
+    ledger = "/var/log/gb10-gpu-ledger.log"
+    leaks_before = {h: on_host(h, "cat", ledger).count("LEAK") for h in sim_cluster.hosts}
+
+    result = run_playbook("playbooks/teardown.yml", sim_cluster.inventory, timeout=900,
+                          extravars={"gb10_teardown_stop_timeout_s": 15})
+
+    assert_succeeded(result, sim_cluster.hosts)
+    stop = result.results_by_host(task=ENGINE_STOP_TASK)
+    assert stop and {r.get("stdout") for r in stop.values()} <= {"stopped", "killed", "none"}, stop
+    assert on_host(head, "docker", "ps", "-aq", "--filter", "name=^%s$" % HEAD).strip() == ""
+    for host in sim_cluster.hosts:
+        assert on_host(host, "docker", "ps", "-aq", "--filter", "label=gb10.serving/role").strip() == "", host
+    assert {h: on_host(h, "cat", ledger).count("LEAK") for h in sim_cluster.hosts} == leaks_before
 
 
 # ---- the cluster link and the serving image (issue 17) ----------------------------------------
