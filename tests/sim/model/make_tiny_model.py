@@ -34,6 +34,15 @@ SHAPE = {
 # minimax_m3 and deepseek_v4 parsers refuse a tokenizer without them as single tokens.
 SPECIAL = ["<|begin|>", "<|end|>", "<|pad|>", "<|system|>", "<|user|>", "<|assistant|>",
            "<think>", "</think>", "<mm:think>", "</mm:think>"]
+# The model ends its answers (EOS) after any of ANSWER_ENDERS tokens, none special and none of
+# the generation prompt's, so an answer is never empty and is about 768 / 16 = 48 tokens long
+# where random weights would fill every max_tokens (512 tokens of noise took 20-60 s per request
+# on 2 cores). How: the token embeddings are scaled up so the current token dominates the last
+# hidden state, and EOS's row of lm_head points at the enders' embeddings (logit ~ENDER_LOGIT
+# after one of them, near 0 after any other token, against ~0.4 for the rest of the vocabulary).
+ANSWER_ENDERS = 16
+EMBEDDING_SCALE = 50.0  # init std 0.02 -> ~1, above what the two random layers add
+ENDER_LOGIT = 12.0
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
     "{% for message in messages %}"
@@ -77,6 +86,24 @@ def train_tokenizer(corpus, out):
     return fast
 
 
+def end_answers(model, fast):
+    """Make EOS follow one of ANSWER_ENDERS tokens (see above), chosen with a fixed seed."""
+    prompt = set(fast.encode(fast.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False,
+                                                      add_generation_prompt=True), add_special_tokens=False))
+    excluded = set(fast.all_special_ids) | prompt
+    candidates = [i for i in range(fast.backend_tokenizer.get_vocab_size()) if i not in excluded]
+    order = torch.randperm(len(candidates), generator=torch.Generator().manual_seed(1))
+    enders = [candidates[i] for i in order[:ANSWER_ENDERS].tolist()]
+    with torch.no_grad():
+        embeddings = model.model.embed_tokens.weight
+        embeddings.mul_(EMBEDDING_SCALE)
+        directions = embeddings[enders] / embeddings[enders].norm(dim=1, keepdim=True)
+        # After the final RMSNorm the hidden state has length ~sqrt(hidden_size).
+        scale = ENDER_LOGIT / SHAPE["hidden_size"] ** 0.5
+        model.lm_head.weight[fast.eos_token_id] = scale * directions.sum(0)
+    return enders
+
+
 def main():
     corpus, out = sys.argv[1], sys.argv[2]
     check_shape()
@@ -94,7 +121,9 @@ def main():
         torch_dtype="bfloat16",
         **SHAPE
     )
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model = LlamaForCausalLM(config)
+    end_answers(model, fast)
+    model = model.to(torch.bfloat16)
     model.save_pretrained(out, safe_serialization=True)
     with open(os.path.join(out, "gb10-sim-model.json"), "w") as f:
         json.dump({"made_by": "tests/sim/model/make_tiny_model.py", "shape": SHAPE,
