@@ -3,7 +3,8 @@
 """playbooks/deploy-m3.yml on the simulated 3-Spark cluster (TP=3), after the 2-host modules: a
 third host joins the cluster they left (the first test checks it has no model and no cluster
 address, and the serving image the simulation keeps on it: tests/sim/cluster.py, IMAGE_HOLDERS),
-and the deploy turns the TP=2 cluster into a TP=3 one. The copy of the image to a fresh node is
+and the deploy turns the TP=2 cluster into a TP=3 one (test_4 ended with teardown.yml, so the deploy
+starts Ray and the engine on stopped nodes). The copy of the image to a fresh node is
 test_2_deploy.py's; here every node already holds the head's image ID, and nothing is copied.
 """
 
