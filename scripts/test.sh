@@ -107,11 +107,15 @@ run_engine() {
   fi
 }
 
+# The longest scenarios (measured: 4-10 minutes each under 3 jobs, the rest 1-4) start first, so
+# that the stage does not end on one of them running alone.
+molecule_longest=(preflight serving_image cluster_link leak_recovery)
+
 run_molecule() {
-  local scenario scenarios=()
+  local scenario scenarios=("${molecule_longest[@]}")
   for scenario in molecule/*/; do
     scenario=$(basename "$scenario")
-    [[ " ${sim_scenarios[*]} " == *" $scenario "* ]] || scenarios+=("$scenario")
+    [[ " ${sim_scenarios[*]} ${molecule_longest[*]} " == *" $scenario "* ]] || scenarios+=("$scenario")
   done
   # GB10_MOLECULE_JOBS scenarios at a time (default 3): a scenario mostly waits on docker exec
   # round trips, and each has its own hosts and network. Each one's output goes to
