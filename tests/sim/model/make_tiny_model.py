@@ -122,11 +122,11 @@ def main():
         **SHAPE
     )
     model = LlamaForCausalLM(config)
-    end_answers(model, fast)
+    enders = end_answers(model, fast)
     model = model.to(torch.bfloat16)
     model.save_pretrained(out, safe_serialization=True)
     with open(os.path.join(out, "gb10-sim-model.json"), "w") as f:
-        json.dump({"made_by": "tests/sim/model/make_tiny_model.py", "shape": SHAPE,
+        json.dump({"made_by": "tests/sim/model/make_tiny_model.py", "shape": SHAPE, "answer_enders": enders,
                    "tokenizer_tokens": fast.backend_tokenizer.get_vocab_size()}, f, indent=1)
 
 
