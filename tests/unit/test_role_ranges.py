@@ -1,6 +1,6 @@
 """Numeric settings out of range are refused by a role's first task, before it changes anything
 (issue 6). argument_specs.yml gives types and choices but cannot say "a port is 1..65535", so
-vllm_serve, ray_cluster, model_sync and leak_recovery open with a range check that names the
+vllm_serve, ray_cluster, model_sync, leak_recovery and serving_image open with a range check that names the
 host, the variable, the range and the fix.
 
 Each case runs the role for real through ansible-runner and reads the failure from the run's
@@ -21,6 +21,7 @@ RANGE_TASKS = {
     'ray_cluster': 'Refuse ports, counts and timeouts out of range before any container starts',
     'model_sync': 'Refuse a port or stream count out of range before anything is copied',
     'leak_recovery': 'Refuse thresholds and timeouts out of range before any container stops',
+    'serving_image': 'Refuse numbers out of range before anything changes',
 }
 PROFILE = os.path.join(TOP, 'profiles', 'minimax-m27-nvfp4.yml')
 # What each role needs besides the bad value (required options, nothing that is used before the
@@ -30,6 +31,7 @@ REQUIRED = {
     'ray_cluster': lambda: {'ray_cluster_image': 'vllm/vllm-openai:v0.17.0'},
     'model_sync': lambda: {'model_sync_path': '/srv/models/none'},
     'leak_recovery': dict,
+    'serving_image': lambda: {'serving_image_name': 'vllm/vllm-openai:v0.17.0'},
 }
 
 CASES = [
@@ -46,6 +48,8 @@ CASES = [
     ('leak_recovery', 'leak_recovery_max_imbalance', 1.5, 'above 0 and below 1'),
     ('leak_recovery', 'leak_recovery_utilization_ceiling', 0.95, 'at most 0.90'),
     ('leak_recovery', 'leak_recovery_reboot_timeout', 5, '60 or more'),
+    ('serving_image', 'serving_image_copy_timeout_s', 30, '60..86400'),
+    ('serving_image', 'serving_image_poll_s', 0, '1..600'),
 ]
 
 
