@@ -15,6 +15,10 @@ import yaml
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOK = "playbooks/deploy-m27.yml"
+PROFILE = "minimax-m27-nvfp4"  # what deploy-m27.yml deploys
+# deploy.yml's last step alone (issue 28): recover leaks before a new launch, Ray, engine, smoke
+# test, summary. Fault cases of the launch re-run only this step; it needs the profile passed.
+LAUNCH = "playbooks/launch.yml"
 HEAD = "gb10-ray-head"  # gb10_ray_head_container's default
 WORKER = "gb10-ray-worker"  # gb10_ray_worker_container's default
 PORT = 8000  # serve.port of profiles/minimax-m27-nvfp4.yml and minimax-m3-nvfp4.yml

@@ -39,7 +39,7 @@ import docker
 import pytest
 
 from .conftest import sim
-from .helpers import (HEAD, LOGS_TASK, PLAYBOOK, PORT, TOP, WORKER, api_key, assert_succeeded,
+from .helpers import (HEAD, LAUNCH, LOGS_TASK, PLAYBOOK, PORT, PROFILE, TOP, WORKER, api_key, assert_succeeded,
                       engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_container_ids, ray_containers,
                       role_playbook, run_text, user_env, when_task_starts)
 
@@ -477,8 +477,9 @@ def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, r
     # /health within the 20 s readiness timeout on any machine. A changed launch (the env, and the
     # generated key again after the test above) makes the deploy restart it.
     boots = {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts}
-    extravars = dict(hold_engine_start(head, "timeout"), vllm_serve_readiness_timeout_s=20)
-    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, extravars=extravars)
+    extravars = dict(hold_engine_start(head, "timeout"), vllm_serve_readiness_timeout_s=20, gb10_profile=PROFILE)
+    # The launch step alone (deploy.yml's last): the steps before it are the serving cluster's.
+    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800, extravars=extravars)
 
     # The fault was caused: the new engine was held and never released.
     assert engine_start_held(head, "timeout")
@@ -521,8 +522,8 @@ def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, run_pl
     # A placement group that waits 20 s for the lost node's GPU is enough to name it (the role's
     # default, 60 s, is sized for real start-ups; only the test's wait is shorter).
     extravars = dict(hold_engine_start(head, "worker"), vllm_serve_readiness_timeout_s=300,
-                     vllm_serve_placement_wait_s=20)
-    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, event_handler=handler, extravars=extravars)
+                     vllm_serve_placement_wait_s=20, gb10_profile=PROFILE)
+    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800, event_handler=handler, extravars=extravars)
 
     assert handler.fired.is_set() and engine_start_held(head, "worker")
     assert result.status == "failed", result

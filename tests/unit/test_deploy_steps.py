@@ -1,0 +1,85 @@
+"""playbooks/deploy.yml is a chain of step playbooks, each of which runs alone (issue 28), and the
+profile is looked up in one place (playbooks/tasks/context.yml).
+
+The structure is read from the YAML; the behaviour of a step run alone is shown by running
+launch.yml for real through ansible-runner against an SSH address where nothing listens (loopback,
+port 1): its first task, the API key check, runs on the controller, so a weak key is refused
+before any host is contacted, as preflight.yml does within the whole deploy. The e2e suite runs
+launch.yml alone on the simulated cluster (the not-ready and worker-killed cases) and deploy.yml
+as a whole.
+"""
+import glob
+import os
+import sys
+
+import ansible_runner
+import yaml
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLAYBOOKS = os.path.join(TOP, 'playbooks')
+STEPS = ['preflight.yml', 'cluster_link.yml', 'host_prep.yml', 'serving_image.yml', 'serving_state.yml',
+         'link_measure.yml', 'model_sync.yml', 'launch.yml']
+CONTEXT = 'tasks/context.yml'
+
+
+def load(name):
+    with open(os.path.join(PLAYBOOKS, name)) as f:
+        return yaml.safe_load(f)
+
+
+def play_tasks(play):
+    return (play.get('pre_tasks') or []) + (play.get('tasks') or [])
+
+
+def test_deploy_is_the_chain_of_steps_in_runbook_order():
+    entries = load('deploy.yml')
+
+    assert all(set(e) == {'name', 'ansible.builtin.import_playbook'} for e in entries), entries
+    assert [e['ansible.builtin.import_playbook'] for e in entries] == STEPS
+    for step in STEPS:
+        assert os.path.isfile(os.path.join(PLAYBOOKS, step)), step
+
+
+def test_every_step_that_reads_the_profile_resolves_the_context_first():
+    # Run alone, a step has no earlier play: the first of its plays that uses the profile must
+    # include the context before it does (later plays of the same run keep the host facts).
+    for step in STEPS:
+        resolved = False
+        for play in load(step):
+            for task in play_tasks(play):
+                text = yaml.safe_dump(task)
+                if task.get('ansible.builtin.include_tasks') == CONTEXT:
+                    resolved = True
+                elif 'gb10_deploy_profile' in text and 'gb10_deploy_profile is not defined' not in text:
+                    assert resolved, '%s: %r uses the profile before the context' % (step, task.get('name'))
+            for role in play.get('roles') or []:
+                assert resolved or 'gb10_deploy_profile' not in yaml.safe_dump(role), (step, role)
+
+
+def test_the_profile_is_looked_up_in_one_place():
+    users = []
+    for path in glob.glob(os.path.join(PLAYBOOKS, '**', '*.yml'), recursive=True):
+        with open(path) as f:
+            if "lookup('gb10.serving.profile'" in f.read():
+                users.append(os.path.relpath(path, PLAYBOOKS))
+    assert users == [CONTEXT]
+
+
+def test_launch_alone_refuses_a_weak_key_before_contacting_any_host(tmp_path):
+    inventory = tmp_path / 'hosts.ini'
+    inventory.write_text('[gb10_cluster]\nspark1 ansible_host=127.0.0.1 ansible_port=1 '
+                         'ansible_python_interpreter=/usr/bin/python3 gb10_cluster_ip=10.0.0.1\n')
+    (tmp_path / 'runner').mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(tmp_path / 'runner'), playbook=os.path.join(PLAYBOOKS, 'launch.yml'),
+        inventory=str(inventory), quiet=True, timeout=300,
+        extravars={'gb10_profile': 'minimax-m27-nvfp4', 'gb10_api_key': 'kY#',
+                   'api_key_file': str(tmp_path / 'keys' / 'spark1.api-key')},
+        envvars={'ANSIBLE_COLLECTIONS_PATH': os.path.join(TOP, '.collections'), 'ANSIBLE_NOCOLOR': '1',
+                 'PATH': os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')})
+
+    assert runner.status == 'failed'
+    failed = [e['event_data'] for e in runner.events if e.get('event') == 'runner_on_failed']
+    assert [d['task'] for d in failed] == ['Refuse a key that is too short or too simple'], failed
+    assert 'host spark1: gb10_api_key (api_key_value) is too weak' in failed[0]['res']['msg']
+    assert not [e for e in runner.events if e.get('event') == 'runner_on_unreachable']
