@@ -9,6 +9,10 @@ run it on data alone. The module ``gb10.serving.cluster_link_plan`` feeds it sys
 ``roce.read_rdma``), ``ip -j addr`` and the other netplan files of the node.
 
 Modes (rules N3, N5, N6):
+ pair    both halves ("twins") of one CX7 cable, each on its own subnet: the first carries the
+          host's cluster address, the second its twin address; NCCL then uses both HCAs (the
+          default for two Sparks: one twin is a PCIe x4 link of about 100 Gb/s, the port's 200
+          needs both)
   single  one CX7 port carries the host's cluster address (gb10_cluster_ip/prefix)
   bond    the two ports of one CX7 (the halves of one QSFP cable) as one bond with that address,
           as the field reports run it (bond0, 10.0.0.1 <-> 10.0.0.2)
@@ -23,10 +27,10 @@ __metaclass__ = type
 import ipaddress
 import re
 
-MODES = ('single', 'bond', 'mesh')
-# Ports each mode can use: one port; the two halves of one QSFP cable; in a mesh one or two
-# ports per peer, so 2 or 4 on a node of three (N6: a ring node has 4 Up, a pair 2).
-PORT_COUNTS = {'single': (1,), 'bond': (2,), 'mesh': (2, 4)}
+MODES = ('pair', 'single', 'bond', 'mesh')
+# Ports each mode can use: the two halves of one QSFP cable (pair, bond); one port; in a mesh one
+# or two ports per peer, so 2 or 4 on a node of three (N6: a ring node has 4 Up, a pair 2).
+PORT_COUNTS = {'pair': (2,), 'single': (1,), 'bond': (2,), 'mesh': (2, 4)}
 DEFAULT_MTU = 9000
 MIN_MTU = 1280
 MAX_MTU = 9216
@@ -147,8 +151,36 @@ def normalize(entry):
                                    'gb10_cluster_ip to an IPv4 address and gb10_cluster_prefix to its '
                                    'prefix length (e.g. 10.0.0.1 and 24).' % (host, exc))
         links.append({'port': None, 'address': iface, 'peer': None})
+        if mode == 'pair':
+            links.append({'port': None, 'address': _twin_interface(host, iface, entry.get('twin_address')),
+                          'peer': None})
     return {'host': str(host), 'mode': mode, 'ports': ports, 'links': links,
-            'management': _management_ips(entry), 'mtu': entry.get('mtu')}
+            'management': _management_ips(entry), 'mtu': entry.get('mtu'),
+            'primary': str(entry.get('primary') or '')}
+
+
+def twin_address(iface):
+    """The second twin's default address: the same host part in the next subnet of the same size
+    (10.0.0.1/24 -> 10.0.1.1/24), so that each twin has a subnet of its own and a pair needs one
+    address per host in the inventory."""
+    net = iface.network
+    offset = int(iface.ip) - int(net.network_address)
+    base = int(net.network_address) + net.num_addresses
+    if base + net.num_addresses > 2 ** 32:
+        raise ClusterLinkError('%s is in the last subnet of its size; there is no next one for the twin' % iface)
+    return ipaddress.IPv4Interface('%s/%d' % (ipaddress.IPv4Address(base + offset), net.prefixlen))
+
+
+def _twin_interface(host, primary, given):
+    try:
+        if given:
+            text = str(given).strip()
+            return _interface(text if '/' in text else '%s/%d' % (text, primary.network.prefixlen))
+        return twin_address(primary)
+    except ClusterLinkError as exc:
+        raise ClusterLinkError('host %s: cluster_link_twin_address (gb10_cluster_twin_ip): %s. Fix: set '
+                               'gb10_cluster_twin_ip to this node\'s address on the second twin, in a subnet '
+                               'of its own (e.g. 10.0.1.1 beside 10.0.0.1/24).' % (host, exc))
 
 
 def validate_cluster(hosts):
@@ -206,7 +238,28 @@ def validate_cluster(hosts):
                             'a direct link or bond must share one. Fix: set gb10_cluster_ip and '
                             'gb10_cluster_prefix in one subnet for all.'
                             % (', '.join(names), ', '.join('%s=%s' % (n, nets[n]) for n in names)))
+        if modes == set(['pair']):
+            problems.extend(_validate_twins(hosts, names, nets))
     return _unique(problems)
+
+
+def _validate_twins(hosts, names, nets):
+    """Pair: the second twins share one subnet, and it is not the first twins' (each twin its
+    own subnet, or the kernel routes both over one of them)."""
+    problems = []
+    twins = dict((name, hosts[name]['links'][1]['address'].network) for name in names)
+    if len(set(twins.values())) > 1:
+        problems.append('hosts %s: the second twins\' addresses are in different subnets (%s). Fix: set '
+                        'gb10_cluster_twin_ip in one subnet for all (or leave it unset: the next subnet '
+                        'after gb10_cluster_ip\'s).'
+                        % (', '.join(names), ', '.join('%s=%s' % (n, twins[n]) for n in names)))
+    for name in names:
+        if twins[name].overlaps(nets[name]):
+            problems.append('host %s: the twin address %s is in the cluster subnet %s; each twin of the '
+                            'pair needs a subnet of its own. Fix: set gb10_cluster_twin_ip in another '
+                            'subnet (e.g. the next one) or leave it unset.'
+                            % (name, hosts[name]['links'][1]['address'], nets[name]))
+    return problems
 
 
 def _unique(items):
@@ -281,17 +334,19 @@ def peer_checks(hosts, name):
                     checks.append({'port': link['port'], 'address': str(link['address']),
                                    'peer': link['peer'], 'peer_ip': str(other['address'].ip)})
     else:
-        for other in sorted(hosts):
-            if other != name:
-                checks.append({'port': None, 'address': str(me['links'][0]['address']),
-                               'peer': other, 'peer_ip': str(hosts[other]['links'][0]['address'].ip)})
+        for index, link in enumerate(me['links']):
+            for other in sorted(hosts):
+                if other != name and index < len(hosts[other]['links']):
+                    checks.append({'port': index, 'address': str(link['address']), 'peer': other,
+                                   'peer_ip': str(hosts[other]['links'][index]['address'].ip)})
     return checks
 
 
-def choose_ports(host, mode, ports, detected, existing):
+def choose_ports(host, mode, ports, detected, existing, primary=''):
     """The ports this host uses -> list; ClusterLinkError when the count does not fit the mode.
 
-    ports: 'detect' or a list; detected: detect_ports(); existing: net devices the host has.
+    ports: 'detect' or a list; detected: detect_ports(); existing: net devices the host has;
+    primary: gb10_cluster_iface, which a pair puts first (it carries the cluster address).
     """
     if mode == 'mesh':
         raise ClusterLinkError('choose_ports is not for mesh; its ports come from cluster_link_mesh')
@@ -310,13 +365,26 @@ def choose_ports(host, mode, ports, detected, existing):
                                '(it has %s). Fix: name the ConnectX-7 net devices `ibdev2netdev` shows.'
                                % (host, ', '.join(missing), ', '.join(sorted(existing)) or 'none'))
     if len(chosen) not in PORT_COUNTS[mode]:
-        want = {'single': 'exactly one port', 'bond': 'the two ports of one ConnectX-7 cable (2)'}[mode]
+        want = {'single': 'exactly one port'}.get(mode, 'the two ports of one ConnectX-7 cable (2)')
         raise ClusterLinkError(
             'host %s: mode %s uses %s but %d port(s) are %s: %s. Fix: set cluster_link_ports to %s, '
             'or cluster_link_mode to %s.'
             % (host, mode, want, len(chosen), origin, ', '.join(chosen) or 'none',
-               'one port (e.g. [enp1s0f1np1])' if mode == 'single' else 'two ports (e.g. [enp1s0f0np0, enP2p1s0f0np0])',
-               'bond for two ports of one cable' if mode == 'single' else 'single for one port'))
+               'one port (e.g. [enp1s0f1np1])' if mode == 'single' else 'two ports (e.g. [enp1s0f1np1, enP2p1s0f1np1])',
+               'pair or bond for two ports of one cable' if mode == 'single' else 'single for one port'))
+    if mode == 'pair':
+        # The twin on PCI domain 0 (enp1...) first, the one NVIDIA's guides address.
+        chosen.sort(key=lambda port: (port.startswith('enP'), port))
+    if mode == 'pair' and primary:
+        if primary not in chosen:
+            # N3: the classic mistake (lo, the management NIC) is named here, with the port to use.
+            raise ClusterLinkError(
+                'host %s: gb10_cluster_iface is %s, which is not one of the two ConnectX-7 ports the '
+                'pair uses (%s, %s). Fix: set gb10_cluster_iface to %s (the port that carries '
+                'gb10_cluster_ip; its twin gets gb10_cluster_twin_ip).'
+                % (host, primary, ', '.join(chosen), origin, chosen[0]))
+        chosen.remove(primary)
+        chosen.insert(0, primary)
     return chosen
 
 
@@ -405,6 +473,14 @@ def netplan_document(mode, ports, links, mtu=DEFAULT_MTU, bond_name='bond0', bon
         item = base()
         item['addresses'] = [str(links[0]['address'])]
         eth[ports[0]] = item
+        doc['network']['ethernets'] = eth
+    elif mode == 'pair':
+        # Each twin its own subnet, no route or gateway: the kernel reaches each peer twin over
+        # the twin in its subnet.
+        for port, link in zip(ports, links):
+            item = base()
+            item['addresses'] = [str(link['address'])]
+            eth[port] = item
         doc['network']['ethernets'] = eth
     elif mode == 'bond':
         for port in ports:
@@ -502,29 +578,30 @@ def plan(name, cluster, detected, existing, addresses, other_files, mtu=DEFAULT_
         if me['mode'] == 'mesh':
             ports = mesh_ports(name, links, existing)
         else:
-            ports = choose_ports(name, me['mode'], me['ports'], detected, existing)
+            ports = choose_ports(name, me['mode'], me['ports'], detected, existing, me['primary'])
     except ClusterLinkError as exc:
         problems.append(str(exc))
+    # The interface that carries each link of single, pair and bond (by index in links).
     iface_of_link = {}
-    if me['mode'] == 'single' and ports:
-        iface_of_link[None] = ports[0]
-    elif me['mode'] == 'bond':
-        iface_of_link[None] = bond_name
+    if me['mode'] == 'bond':
+        iface_of_link[0] = bond_name
+    elif me['mode'] != 'mesh':
+        iface_of_link = dict(enumerate(ports))
+    for index, link in enumerate(links):
+        if me['mode'] != 'mesh':
+            link['port'] = iface_of_link.get(index)
     checks = peer_checks(hosts, name)
     for check in checks:
-        check['iface'] = check.pop('port') or iface_of_link.get(None)
+        port = check.pop('port')
+        check['iface'] = port if me['mode'] == 'mesh' else iface_of_link.get(port)
     names = list(ports) + ([bond_name] if me['mode'] == 'bond' else [])
     problems.extend(local_conflicts(name, ports, links, addresses, me['management'], names))
     problems.extend(other_file_conflicts(name, names, other_files))
-    interfaces = []
-    if me['mode'] == 'mesh':
-        interfaces = [{'iface': link['port'], 'address': str(link['address']), 'peer': link['peer']}
-                      for link in links]
-    elif iface_of_link.get(None):
-        interfaces = [{'iface': iface_of_link[None], 'address': str(links[0]['address']), 'peer': None}]
+    interfaces = [{'iface': link['port'], 'address': str(link['address']), 'peer': link['peer']}
+                  for link in links if link['port']]
     result = {'mode': me['mode'], 'ports': ports, 'interfaces': interfaces, 'checks': checks,
               'problems': _unique(problems), 'document': None, 'content': None}
-    if ports and (me['mode'] == 'mesh' or iface_of_link.get(None)):
+    if ports and len(interfaces) == len(links):
         doc = netplan_document(me['mode'], ports, links, int(mtu), bond_name, bond_parameters,
                                renderer, optional)
         result['document'] = doc

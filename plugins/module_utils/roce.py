@@ -280,13 +280,16 @@ def plan(ports, addresses, netdevs, cluster_ip, transport='roce', cluster_iface=
                         % (', '.join('%s/%s %s' % (p['device'], p['port'], p['state'])
                                      for p in ports) or 'no RDMA device at all'))
     if transport == 'roce':
+        # Every ACTIVE twin with a RoCE v2 IPv4 GID, whatever its subnet (issue 26): the two halves
+        # of one cable are two PCIe x4 links of ~100 Gb/s each, and NCCL reaches the port's 200
+        # only with both in NCCL_IB_HCA (cluster_link's pair mode gives each its own subnet).
         chosen = []
         for port in active:
-            gids = [gid for gid in _roce_v2_ipv4(port)
-                    if ipaddress.IPv4Address(gid['ipv4']) in network]
+            gids = _roce_v2_ipv4(port)
             if gids:
                 chosen.append((port, gids[0]))
-        if active and not chosen:
+        if active and not [gid for unused_port, gid in chosen
+                           if ipaddress.IPv4Address(gid['ipv4']) in network]:
             problems.append('no ACTIVE RoCE port has a RoCE v2 IPv4 GID in %s: the cluster subnet is '
                             'not on a RoCE device, so NCCL would not use RDMA for it (rule N5)'
                             % network)

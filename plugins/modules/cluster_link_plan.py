@@ -15,7 +15,8 @@ version_added: "0.1.0"
 description:
   - Validates every host's cluster-link inventory against the others (one mode and MTU, no
     address used twice, no cluster address equal to or in the subnet of a management address,
-    one subnet for a pair, a full mesh of per-link subnets for three nodes, rules N5 and N6).
+    one subnet per link of two nodes (in mode pair, one for each twin, apart from each other), a
+    full mesh of per-link subnets for three nodes, rules N5 and N6).
   - Chooses this node's ports (O(cluster) entry C(ports), or C(detect) for the net devices of the
     ACTIVE RDMA ports under O(sys_root), the ones C(ibdev2netdev) shows Up) and refuses a count
     the mode cannot use.
@@ -30,10 +31,12 @@ options:
     required: true
   cluster:
     description:
-      - One entry per host of the play, each with C(host), C(mode) (C(single), C(bond), C(mesh)),
-        C(ports) (list or C(detect)), C(address) and C(prefix) (single, bond), C(mesh) (for
-        mode mesh, per peer host a list of entries with C(port) and C(address) as ip/prefix),
-        C(management) (the host's management addresses) and C(mtu).
+      - One entry per host of the play, each with C(host), C(mode) (C(pair), C(single), C(bond),
+        C(mesh)), C(ports) (list or C(detect)), C(address) and C(prefix) (pair, single, bond),
+        C(primary) (pair, the port that carries C(address)) and C(twin_address) (pair, the other
+        twin's address; empty for the same host part in the next subnet), C(mesh) (for mode mesh,
+        per peer host a list of entries with C(port) and C(address) as ip/prefix), C(management)
+        (the host's management addresses) and C(mtu).
     type: list
     elements: dict
     required: true

@@ -165,6 +165,9 @@ class SimCluster:
         self.ips = {h["name"]: h["ip"] for h in state["hosts"]}
         self.cluster_ips = {h["name"]: h["cluster_ip"] for h in state["hosts"]}
         self.link_port = state["link_port"]
+        # The cable's second half (cluster_link's pair mode): its port and each host's address on it.
+        self.twin_port = state["twin_port"]
+        self.twin_ips = {h["name"]: h["twin_ip"] for h in state["hosts"]}
         self.head = self.hosts[0]
         self.inventory = state["inventory"]
         self.image_name = state["image_name"]

@@ -57,16 +57,18 @@ def test_serving_image_is_on_the_head_only(sim_cluster, run_adhoc):
     assert have == {h: want if h == sim_cluster.head else "" for h in sim_cluster.hosts}, have
 
 
-def test_each_host_has_a_management_address_and_a_link_port_without_one(sim_cluster, run_adhoc):
-    # A fresh Spark: SSH on the management network, the CX7 port up without an address at MTU 1500.
-    result = run_adhoc("ansible.builtin.shell", "ip -o -4 addr show; ip -o link show dev %s" % sim_cluster.link_port,
-                       sim_cluster.inventory)
+def test_each_host_has_a_management_address_and_link_ports_without_one(sim_cluster, run_adhoc):
+    # A fresh Spark: SSH on the management network, both twins of the CX7 port up without an
+    # address at MTU 1500.
+    ports = (sim_cluster.link_port, sim_cluster.twin_port)
+    result = run_adhoc("ansible.builtin.shell", "ip -o -4 addr show; for p in %s; do ip -o link show dev $p; done"
+                       % " ".join(ports), sim_cluster.inventory)
     for host, res in ok_results(result, sim_cluster.hosts).items():
         lines = res["stdout"].splitlines()
         assert any("inet %s/24" % sim_cluster.ips[host] in line for line in lines), lines
-        assert not any(line.split()[1] == sim_cluster.link_port for line in lines if " inet " in line), lines
-        port = lines[-1]
-        assert " mtu 1500 " in port and "UP" in port.split("<")[1].split(">")[0].split(","), port
+        assert not any(line.split()[1] in ports for line in lines if " inet " in line), lines
+        for port in lines[-2:]:
+            assert " mtu 1500 " in port and "UP" in port.split("<")[1].split(">")[0].split(","), port
 
 
 def test_host_network_containers_reach_the_other_host(sim_cluster, run_adhoc):

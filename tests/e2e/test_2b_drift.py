@@ -231,19 +231,24 @@ def test_a_deploy_fails_on_nccl_over_another_transport_and_keeps_the_engine(serv
 
 
 def test_drift_names_a_removed_link_address(sim_cluster, run_playbook):
-    # Last in this module: the worker's cluster port loses its address; drift names N5 there and
-    # what is missing, and the run changes nothing (the address is put back after).
-    worker = sim_cluster.hosts[1]
-    address = "%s/24" % sim_cluster.cluster_ips[worker]
-    on_host(worker, "ip", "addr", "del", address, "dev", sim_cluster.link_port)
+    # Last in this module: the worker's cluster port loses its address, and the head's second twin
+    # its own (issue 26: half the link gone, which NCCL would not say); drift names N5 on each with
+    # what is missing, and the run changes nothing (the addresses are put back after).
+    head, worker = sim_cluster.hosts
+    removed = ((worker, sim_cluster.link_port, sim_cluster.cluster_ips[worker]),
+               (head, sim_cluster.twin_port, sim_cluster.twin_ips[head]))
+    for host, port, address in removed:
+        on_host(host, "ip", "addr", "del", "%s/24" % address, "dev", port)
     try:
         result = drift(run_playbook, sim_cluster)
         assert result.status == "failed", result
-        assert (worker, "N5") in findings(result), result
-        message = result.results_by_host(task="Cluster link - address, MTU and netplan file as deployed (N5)",
-                                         event="runner_on_failed")[worker]["msg"]
-        assert sim_cluster.link_port in message and sim_cluster.cluster_ips[worker] in message, message
-        assert link_state(worker, sim_cluster.link_port)[0] == []
+        for host, port, address in removed:
+            assert (host, "N5") in findings(result), result
+            message = result.results_by_host(task="Cluster link - address, MTU and netplan file as deployed (N5)",
+                                             event="runner_on_failed")[host]["msg"]
+            assert port in message and address in message, message
+            assert link_state(host, port)[0] == []
     finally:
-        subprocess.run(["docker", "exec", worker, "ip", "addr", "add", address, "dev", sim_cluster.link_port],
-                       capture_output=True, timeout=60, check=False)
+        for host, port, address in removed:
+            subprocess.run(["docker", "exec", host, "ip", "addr", "add", "%s/24" % address, "dev", port],
+                           capture_output=True, timeout=60, check=False)

@@ -196,7 +196,7 @@ def slow_nics(docker_client, hosts):
         network.remove()
 
 
-def wrong_wire_inventory(tmp_path, nics):
+def wrong_wire_inventory(tmp_path, nics, twin_ips):
     """sim.ini with each host's cluster address and interface on its slow NIC: what a user writes
     who took the management NIC for the cluster link. Beside it the simulation's group_vars and
     key folder (group_vars finds the key relative to the inventory)."""
@@ -207,8 +207,10 @@ def wrong_wire_inventory(tmp_path, nics):
     with open(os.path.join(TOP, "inventory", "sim.ini")) as f:
         text = f.read()
     for host, (iface, address) in nics.items():
+        # The twin keeps its address on the cable (pair mode): only the first twin's is moved.
         text = re.sub(r"(?m)^(%s .*)gb10_cluster_ip=\S+" % re.escape(host),
-                      r"\1gb10_cluster_ip=%s gb10_cluster_iface=%s" % (address, iface), text)
+                      r"\1gb10_cluster_ip=%s gb10_cluster_iface=%s gb10_cluster_twin_ip=%s"
+                      % (address, iface, twin_ips[host]), text)
     path = folder / "wrong-wire.ini"
     path.write_text(text)
     return str(path)
@@ -221,7 +223,7 @@ def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager,
     head = sim_cluster.head
     engine_before = engine_process(head)
     with slow_nics(sim_manager.cluster.docker, sim_cluster.hosts) as nics:
-        inventory = wrong_wire_inventory(tmp_path, nics)
+        inventory = wrong_wire_inventory(tmp_path, nics, sim_cluster.twin_ips)
         with open(inventory) as f:
             written = f.read()
         assert all("gb10_cluster_ip=%s gb10_cluster_iface=%s" % (address, iface) in written

@@ -64,8 +64,10 @@ def test_engine_is_tp3_and_answers(sim_cluster3, deployed3):
 
 def test_the_third_host_got_the_link_and_kept_its_image(sim_cluster3, deployed3):
     third = sim_cluster3.hosts[2]
-    out = on_host(third, "ip", "-o", "-4", "addr", "show", "dev", sim_cluster3.link_port)
-    assert "inet %s/24" % sim_cluster3.cluster_ips[third] in out, out
+    for port, address in ((sim_cluster3.link_port, sim_cluster3.cluster_ips[third]),
+                          (sim_cluster3.twin_port, sim_cluster3.twin_ips[third])):
+        out = on_host(third, "ip", "-o", "-4", "addr", "show", "dev", port)
+        assert "inet %s/24" % address in out, out
     ids = {h: on_host(h, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster3.image_name).strip()
            for h in sim_cluster3.hosts}
     assert len(set(ids.values())) == 1, ids

