@@ -72,14 +72,37 @@ def parse_probe_output(text):
     return sorted(results, key=lambda result: result['rank'])
 
 
-def below_floor(result, floor_gbit):
-    """None when the result's busbw reaches floor_gbit (Gb/s), else why not, with both figures."""
+def rated_floor(transport, hca_count, floor_gbit, share, twin_gbit):
+    """The floor for what the link is rated for (issue 26) -> (floor Gb/s, why or None).
+
+    A ConnectX-7 twin of a Spark is a PCIe x4 link of twin_gbit (100) Gb/s. roce: NCCL runs over
+    every HCA in NCCL_IB_HCA, so the link is rated hca_count x twin_gbit (one twin 100, the pair
+    200); roce_ring: a node's HCAs are split over its two peers, and a ring all-reduce moves
+    through one cable at a time, rated hca_count / 2 x twin_gbit. The floor is the larger of
+    floor_gbit and share x that rating, so a link at half its rate (one twin of a pair carrying
+    everything) is refused with both figures. socket, no HCA or share 0: floor_gbit as given.
+    """
+    if transport not in ('roce', 'roce_ring') or not hca_count or not share:
+        return float(floor_gbit), None
+    links = hca_count / 2.0 if transport == 'roce_ring' else float(hca_count)
+    rated = links * twin_gbit
+    if share * rated <= floor_gbit:
+        return float(floor_gbit), None
+    return share * rated, ('%g x %g Gb/s rated: %d RoCE HCA(s) x %g Gb/s%s'
+                           % (share, rated, hca_count, twin_gbit,
+                              ', half of them per peer cable' if transport == 'roce_ring' else ''))
+
+
+def below_floor(result, floor_gbit, why=None):
+    """None when the result's busbw reaches floor_gbit (Gb/s), else why not, with both figures
+    (and where the floor comes from, when it is a share of the link's rating)."""
     busbw = bus_bandwidth(result['bytes'], result['seconds_per_iter'], result['world_size'])[1]
     got = gbit_per_s(busbw)
     if got >= floor_gbit:
         return None
     return ('all-reduce busbw %.1f Gb/s over %d ranks (%d bytes in %.4f s) is below the floor of '
-            '%.1f Gb/s' % (got, result['world_size'], result['bytes'], result['seconds_per_iter'], floor_gbit))
+            '%.1f Gb/s%s' % (got, result['world_size'], result['bytes'], result['seconds_per_iter'], floor_gbit,
+                             ' (%s)' % why if why else ''))
 
 
 def tcp_reference(result):

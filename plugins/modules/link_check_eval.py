@@ -32,9 +32,23 @@ options:
     required: true
     choices: [roce, roce_ring, socket]
   floor_gbit:
-    description: Lowest acceptable busbw in Gb/s for this transport.
+    description:
+      - Lowest acceptable busbw in Gb/s for this transport, whatever the link is rated for; the
+        floor used is the larger of this and O(rated_share) times the rating (RV(floor_gbit)).
     type: float
     required: true
+  rated_share:
+    description:
+      - Lowest acceptable busbw as a share of what the link is rated for (roce, roce_ring): each
+        HCA of O(hcas) is a ConnectX-7 twin of O(twin_gbit); a ring node's HCAs are split over its
+        two peers. C(0) or no O(hcas) does not compare. A link at half its rate (one twin of the
+        pair carrying it all) is refused this way with both figures.
+    type: float
+    default: 0
+  twin_gbit:
+    description: What one ConnectX-7 twin (a PCIe x4 link of a Spark's CX7 port) is rated for, Gb/s.
+    type: float
+    default: 100
   tcp_share:
     description:
       - Lowest acceptable busbw as a share of the plain TCP figure the probe measured between the
@@ -61,6 +75,7 @@ EXAMPLES = r'''
     output: "{{ link_check_run.container.Output }}"
     transport: roce
     floor_gbit: 50
+    rated_share: 0.6
     tcp_share: 0
     cluster_iface: enp1s0f1np1
     hcas: [rocep1s0f1, roceP2p1s0f1]
@@ -78,8 +93,13 @@ busbw_gbit:
   returned: always
   type: float
   sample: 100.8
+floor_gbit:
+  description: The floor applied, Gb/s, the larger of O(floor_gbit) and O(rated_share) times the rating.
+  returned: always
+  type: float
+  sample: 120.0
 below_floor:
-  description: Why the figure is below O(floor_gbit), or null.
+  description: Why the figure is below RV(floor_gbit), or null.
   returned: always
   type: str
 tcp_gbit:
@@ -117,6 +137,7 @@ from ansible_collections.gb10.serving.plugins.module_utils.link_probe import (
     bus_bandwidth,
     gbit_per_s,
     parse_probe_output,
+    rated_floor,
     tcp_reference,
 )
 from ansible_collections.gb10.serving.plugins.module_utils.nccl_log import (
@@ -133,6 +154,8 @@ def main():
             output=dict(type='str', required=True),
             transport=dict(type='str', required=True, choices=['roce', 'roce_ring', 'socket']),
             floor_gbit=dict(type='float', required=True),
+            rated_share=dict(type='float', default=0.0),
+            twin_gbit=dict(type='float', default=100.0),
             tcp_share=dict(type='float', default=0.0),
             cluster_iface=dict(type='str'),
             hcas=dict(type='list', elements='str'),
@@ -143,7 +166,9 @@ def main():
     try:
         probe = parse_probe_output(params['output'])[0]
         busbw = gbit_per_s(bus_bandwidth(probe['bytes'], probe['seconds_per_iter'], probe['world_size'])[1])
-        low = below_floor(probe, params['floor_gbit'])
+        floor, why = rated_floor(params['transport'], len(params['hcas'] or []), params['floor_gbit'],
+                                 params['rated_share'], params['twin_gbit'])
+        low = below_floor(probe, floor, why)
         low_share = below_tcp_share(probe, params['tcp_share'])
         tcp_gbit, tcp_errors = tcp_reference(probe)
     except LinkProbeError as exc:
@@ -158,7 +183,7 @@ def main():
             nccl = [describe(proc) for proc in parsed['processes']]
             problems = check_transport(parsed, params['transport'], cluster_iface=params['cluster_iface'] or None,
                                        hcas=params['hcas'] or None)
-    module.exit_json(changed=False, probe=probe, busbw_gbit=round(busbw, 3), below_floor=low,
+    module.exit_json(changed=False, probe=probe, busbw_gbit=round(busbw, 3), floor_gbit=round(floor, 3), below_floor=low,
                      tcp_gbit=None if tcp_gbit is None else round(tcp_gbit, 3), tcp_errors=tcp_errors,
                      below_tcp_share=low_share, nccl=nccl, nccl_problems=problems)
 

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.gb10.serving.plugins.module_utils.link_probe import (
     LinkProbeError,
     below_floor,
+    rated_floor,
     below_tcp_share,
     bus_bandwidth,
     gbit_per_s,
@@ -85,6 +86,20 @@ def test_device_machine_output(fixture_path):
     assert gbit_per_s(busbw) == pytest.approx(result['busbw_gbit_s'])
     assert below_floor(result, 10.0) is None
     assert 'below the floor of 100.0 Gb/s' in below_floor(result, 100.0)
+
+
+def test_rated_floor_per_transport_and_hca_count():
+    # issue 26: a Spark's CX7 twin is a PCIe x4 link of ~100 Gb/s; the pair is rated 200, a ring
+    # node's four HCAs are two per peer cable.
+    assert rated_floor('roce', 2, 50, 0.6, 100) == (120.0, '0.6 x 200 Gb/s rated: 2 RoCE HCA(s) x 100 Gb/s')
+    assert rated_floor('roce', 1, 50, 0.6, 100)[0] == 60.0
+    assert rated_floor('roce_ring', 4, 50, 0.6, 100)[0] == 120.0
+    assert 'half of them per peer cable' in rated_floor('roce_ring', 4, 50, 0.6, 100)[1]
+    # socket, no HCA list, no share, or a fixed floor above the share: the fixed floor.
+    assert rated_floor('socket', 2, 2, 0.6, 100) == (2.0, None)
+    assert rated_floor('roce', 0, 50, 0.6, 100) == (50.0, None)
+    assert rated_floor('roce', 2, 50, 0, 100) == (50.0, None)
+    assert rated_floor('roce', 1, 80, 0.6, 100) == (80.0, None)
 
 
 def test_probe_output_errors():

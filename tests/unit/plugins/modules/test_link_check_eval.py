@@ -70,3 +70,20 @@ def test_a_failed_tcp_reference_is_returned(run_module):
         'output': output, 'transport': 'socket', 'floor_gbit': 2, 'tcp_share': 0.25})
     assert not failed and result['tcp_gbit'] is None and result['below_tcp_share'] is None
     assert result['tcp_errors'] == ['rank 1 (b): TCP to 10.0.0.1:29556: refused']
+
+
+def test_a_pair_at_half_its_rate_is_refused_with_both_figures(run_module):
+    # Issue 26: one twin of the pair carrying everything gave 98 Gb/s busbw in a field report, both
+    # 161. Both pass the fixed RoCE floor of 50; against 0.6 of the pair's 200 Gb/s only the second.
+    def busbw_line(gbit):
+        return probe_line(backend='gloo', seconds_per_iter=(1 << 30) * 8 / (gbit * 1e9))
+    args = {'transport': 'roce', 'floor_gbit': 50, 'rated_share': 0.6, 'hcas': ['rocep1s0f1', 'roceP2p1s0f1']}
+    failed, half = run_module(link_check_eval.main, dict(args, output=busbw_line(98)))
+    assert not failed and half['floor_gbit'] == 120.0
+    assert ('all-reduce busbw 98.0 Gb/s over 2 ranks' in half['below_floor']
+            and 'below the floor of 120.0 Gb/s (0.6 x 200 Gb/s rated: 2 RoCE HCA(s) x 100 Gb/s)' in half['below_floor'])
+    failed, full = run_module(link_check_eval.main, dict(args, output=busbw_line(161)))
+    assert not failed and full['below_floor'] is None
+    # One twin (mode single) is rated 100: its 98 Gb/s passes.
+    failed, one = run_module(link_check_eval.main, dict(args, output=busbw_line(98), hcas=['rocep1s0f1']))
+    assert not failed and one['floor_gbit'] == 60.0 and one['below_floor'] is None
