@@ -8,6 +8,8 @@ run in the order of their numbers: this one on a fresh cluster, the deploy, reco
 modules on that same cluster after it, then the 3-host cluster (TP=3), then teardown.
 """
 
+import socket
+
 import docker
 import pytest
 
@@ -69,6 +71,18 @@ def test_each_host_has_a_management_address_and_link_ports_without_one(sim_clust
         assert not any(line.split()[1] in ports for line in lines if " inet " in line), lines
         for port in lines[-2:]:
             assert " mtu 1500 " in port and "UP" in port.split("<")[1].split(">")[0].split(","), port
+
+
+def test_the_controller_reaches_the_hosts_on_the_management_network_only(sim_cluster):
+    # Issue 26: an operator's machine is not on the direct cable between the Sparks; whatever the
+    # collection sends from the controller (SSH, the benchmark's requests) goes to management
+    # addresses. One bounded connection attempt per address.
+    for host in sim_cluster.hosts:
+        with socket.create_connection((sim_cluster.ips[host], 22), timeout=5) as conn:
+            assert conn.recv(4).startswith(b"SSH")
+        for address in (sim_cluster.cluster_ips[host], sim_cluster.twin_ips[host]):
+            with pytest.raises(OSError):
+                socket.create_connection((address, 22), timeout=2).close()
 
 
 def test_host_network_containers_reach_the_other_host(sim_cluster, run_adhoc):

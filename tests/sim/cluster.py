@@ -161,7 +161,17 @@ class Cluster:
     def _networks(self):
         self._network(NETWORK, SUBNET, GATEWAY)
         for name, subnet in ((LINK_NETWORK, LINK_SUBNET), (TWIN_NETWORK, TWIN_SUBNET)):
-            self._network(name, subnet, internal=True, options={"com.docker.network.driver.mtu": LINK_MTU})
+            net = self._network(name, subnet, internal=True, options={"com.docker.network.driver.mtu": LINK_MTU})
+            # The controller's view (issue 26): an operator's machine reaches the Sparks over the
+            # management network only, never the direct cable between them. Docker gives the
+            # machine's end of a bridge network an address even when the network is internal;
+            # without it the controller is off the link, as an operator's laptop is (checked in
+            # e2e test_1). Docker puts it back only when its daemon restarts; each `up` removes it.
+            # An unreachable route keeps the machine's default route from sending the link's
+            # addresses anywhere else; `down` removes it.
+            for cmd in (["ip", "-4", "addr", "flush", "dev", "br-" + net.id[:12]],
+                        ["ip", "route", "replace", "unreachable", subnet]):
+                subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def _ssh_key(self):
         os.makedirs(SIM_DIR, mode=0o700, exist_ok=True)
@@ -370,6 +380,9 @@ class Cluster:
         for net in self.docker.networks.list(filters={"label": "%s=%s" % (LABEL, LABEL_VALUE)}):
             log("removing network %s" % net.name)
             net.remove()
+        for subnet in (LINK_SUBNET, TWIN_SUBNET):
+            subprocess.run(["ip", "route", "del", "unreachable", subnet], check=False,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not keep_cache:
             for vol in self.docker.volumes.list(filters={"label": "%s=%s" % (LABEL, LABEL_VALUE)}):
                 log("removing volume %s" % vol.name)
