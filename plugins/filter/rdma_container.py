@@ -28,6 +28,13 @@ options:
     description: Also run the container privileged (some community launchers do; off by default).
     type: bool
     default: false
+  limits:
+    description:
+      - Other values for the containers' C(memlock) (bytes, C(-1) unlimited, what NCCL's registered
+        buffers want) and C(nofile) (1048576) limits, only where the machine's Docker cannot grant
+        those (cluster-wide C(gb10_rdma_limits); the simulation's cannot).
+    type: dict
+    default: {}
 '''
 
 EXAMPLES = r'''
@@ -55,9 +62,9 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.gb10.serving.plugins.module_utils.roce import RoceError, container_rdma
 
 
-def _rdma_container(transport, privileged=False):
+def _rdma_container(transport, privileged=False, limits=None):
     try:
-        return container_rdma(transport, privileged=bool(privileged))
+        return container_rdma(transport, privileged=bool(privileged), limits=limits)
     except RoceError as exc:
         raise AnsibleFilterError('rdma_container: %s' % to_native(exc))
 

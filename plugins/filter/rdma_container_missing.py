@@ -28,6 +28,10 @@ options:
     description: The cluster's transport, C(roce), C(roce_ring) or C(socket).
     type: str
     required: true
+  limits:
+    description: The limits the containers were given (gb10.serving.rdma_container's C(limits)).
+    type: dict
+    default: {}
 '''
 
 EXAMPLES = r'''
@@ -49,9 +53,9 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.gb10.serving.plugins.module_utils.roce import RoceError, container_rdma_missing
 
 
-def _rdma_container_missing(host_config, transport):
+def _rdma_container_missing(host_config, transport, limits=None):
     try:
-        return container_rdma_missing(transport, host_config)
+        return container_rdma_missing(transport, host_config, limits=limits)
     except RoceError as exc:
         raise AnsibleFilterError('rdma_container_missing: %s' % to_native(exc))
 

@@ -46,30 +46,53 @@ RDMA_DEVICE_DIR = '/dev/infiniband'
 RDMA_CONTAINER = {
     'devices': [RDMA_DEVICE_DIR + ':' + RDMA_DEVICE_DIR + ':rwm'],
     'capabilities': ['IPC_LOCK'],
-    'ulimits': ['memlock:-1:-1', 'nofile:1048576:1048576'],
 }
+UNLIMITED = -1
+# memlock in bytes, -1 unlimited (what NCCL's registered buffers want, NVIDIA's --ulimit memlock=-1).
+RDMA_LIMITS = {'memlock': UNLIMITED, 'nofile': 1048576}
 
 
-def container_rdma(transport, privileged=False):
+def rdma_limits(limits=None):
+    """RDMA_LIMITS with the given entries instead (gb10_rdma_limits: a machine whose Docker cannot
+    grant these, the simulation's, names what it can) -> {memlock, nofile}; RoceError when bad."""
+    merged = dict(RDMA_LIMITS)
+    for key, value in (limits or {}).items():
+        if key not in RDMA_LIMITS:
+            raise RoceError('unknown limit %r; known: %s' % (key, ', '.join(sorted(RDMA_LIMITS))))
+        try:
+            merged[key] = int(value)
+        except (TypeError, ValueError):
+            raise RoceError('limit %s must be a whole number, got %r' % (key, value))
+    if merged['memlock'] != UNLIMITED and merged['memlock'] <= 0:
+        raise RoceError('memlock must be -1 (unlimited) or a number of bytes above 0, got %r' % merged['memlock'])
+    if merged['nofile'] <= 0:
+        raise RoceError('nofile must be above 0, got %r' % merged['nofile'])
+    return merged
+
+
+def container_rdma(transport, privileged=False, limits=None):
     """docker_container options (devices, capabilities, ulimits, privileged) that let NCCL in a
     container use RoCE for this transport: {} for socket, which needs none of them. privileged
-    (opt-in) adds --privileged on top, as some community launchers run."""
+    (opt-in) adds --privileged on top, as some community launchers run. limits: rdma_limits()."""
     if transport not in TRANSPORTS:
         raise RoceError('transport must be one of %s, got %r' % (', '.join(TRANSPORTS), transport))
+    limits = rdma_limits(limits)
     if transport == 'socket':
         return {}
     options = dict((key, list(value)) for key, value in RDMA_CONTAINER.items())
+    options['ulimits'] = ['%s:%d:%d' % (key, limits[key], limits[key]) for key in ('memlock', 'nofile')]
     if privileged:
         options['privileged'] = True
     return options
 
 
-def container_rdma_missing(transport, container):
+def container_rdma_missing(transport, container, limits=None):
     """What a container (docker inspect's HostConfig: Devices, CapAdd, Ulimits, Privileged) lacks
-    of container_rdma(transport): a list of short phrases, empty when it has all of it (or the
-    transport needs none). A failed transport check names these as the likely cause."""
-    if not container_rdma(transport):
+    of container_rdma(transport, limits=limits): a list of short phrases, empty when it has all of
+    it (or the transport needs none). A failed transport check names these as the likely cause."""
+    if not container_rdma(transport, limits=limits):
         return []
+    memlock = rdma_limits(limits)['memlock']
     host = container or {}
     if host.get('Privileged'):
         return []
@@ -79,9 +102,9 @@ def container_rdma_missing(transport, container):
         missing.append('no %s device' % RDMA_DEVICE_DIR)
     if 'IPC_LOCK' not in [c.upper().replace('CAP_', '') for c in host.get('CapAdd') or []]:
         missing.append('no IPC_LOCK capability')
-    memlock = [u for u in host.get('Ulimits') or [] if u.get('Name') == 'memlock']
-    if not memlock or memlock[0].get('Soft') != -1:
-        missing.append('memlock not unlimited')
+    limit = [u for u in host.get('Ulimits') or [] if u.get('Name') == 'memlock']
+    if not limit or limit[0].get('Soft') != memlock:
+        missing.append('memlock not unlimited' if memlock == UNLIMITED else 'memlock not %d' % memlock)
     return missing
 
 

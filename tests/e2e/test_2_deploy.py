@@ -50,14 +50,17 @@ def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):
     with open(report_path) as f:
         report = json.load(f)
     nodes = {node["host"]: node for node in report["nodes"]}
-    assert set(nodes) == set(sim_cluster.hosts) and report["transport"] == "socket", report
+    assert set(nodes) == set(sim_cluster.hosts) and report["transport"] == "roce", report
     for host, node in nodes.items():
         assert node["problems"] == [] and node["backend"] == "gloo", node
         # Above the floor and the share of plain TCP that inventory/group_vars/gb10_sim.yml sets.
         assert node["busbw_gbit"] >= node["floor_gbit"] and busbw[host] == node["busbw_gbit"], node
         assert node["busbw_gbit"] >= node["tcp_share"] * tcp > 0, (node, tcp)
-    # After the launch the deploy read the engine's log for NCCL's choice: the CPU build runs Gloo.
-    assert "NCCL in the engine (N5): no NCCL init line in the engine's log since its start" in " ".join(summary)
+    # After the launch the deploy read the engine's log for NCCL's choice (issue 26): each rank took
+    # IB over both twins' HCAs (the simulation's NCCL stand-in: the Ray containers reach the RDMA
+    # devices with IPC_LOCK).
+    line = next(line for line in summary if line.startswith("NCCL in the engine (N5): "))
+    assert "2 NCCL process(es)" in line and line.count("NET/IB over roceP2p1s0f1, rocep1s0f1") == 2, line
 
 
 NETPLAN_FILE = "/etc/netplan/60-gb10-cluster-link.yaml"  # cluster_link_netplan_dir/_file

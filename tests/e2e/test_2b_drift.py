@@ -112,8 +112,8 @@ def test_independent_drifts_are_each_named_in_one_run(serving, run_playbook):
     # than the head's (M1; the running Ray container is untouched, so R2 may come with it). On the
     # head: a hand-edited env file (GLOO_SOCKET_IFNAME is a socket name on the cluster link, N3),
     # an engine restarted by hand with other flags (its launch id no longer matches, R1), and NCCL
-    # in the engine on sockets over eth0 (a real GPU machine's capture, tests/fixtures/nccl/):
-    # eth0 is a simulated Spark's management NIC, not its cluster port (the wrong wire, N5).
+    # in the engine on sockets over eth0 (a real GPU machine's capture, tests/fixtures/nccl/), where
+    # the cluster runs RoCE (the wrong wire, N5).
     sim_cluster = serving
     head, worker = sim_cluster.hosts
     env_file = on_host(head, "cat", ENV_FILE)
@@ -139,8 +139,12 @@ def test_independent_drifts_are_each_named_in_one_run(serving, run_playbook):
                                          event="runner_on_failed")[worker]["msg"]
         assert other in message and image in message, message
         read = result.results_by_host(task="Tell which transport NCCL took in the engine")[head]
-        assert read["ansible_facts"]["vllm_serve_nccl"]["ranks"] == ["vm pid 514 (rank 0): NET/Socket over eth0 (192.0.2.2)"]
-        assert "not the cluster interface %s" % sim_cluster.link_port in " ".join(
+        ranks = read["ansible_facts"]["vllm_serve_nccl"]["ranks"]
+        # The engine's own ranks took IB over both twins' HCAs (the simulation's NCCL stand-in);
+        # the planted capture did not.
+        assert "vm pid 514 (rank 0): NET/Socket over eth0 (192.0.2.2)" in ranks, ranks
+        assert [rank for rank in ranks if "NET/IB over roceP2p1s0f1, rocep1s0f1" in rank], ranks
+        assert "vm pid 514 (rank 0): NET/Socket over eth0 (192.0.2.2), but the profile's transport is roce" in " ".join(
             m for unused_h, unused_t, m in result.failures()), result
         # Check mode left every plant where it was.
         on_host(worker, "test", "-f", OVERRIDE)
@@ -211,19 +215,20 @@ def test_the_printed_drift_fix_runs_when_pasted(serving, tmp_path):
 
 
 def test_a_deploy_fails_on_nccl_over_another_transport_and_keeps_the_engine(serving, run_playbook):
-    # N5 after the launch, issue 18: a rank on RoCE devices (a DGX Spark's vLLM worker under Ray)
-    # while the cluster is set up for sockets; the deploy reads it from the engine's log since its
-    # start, fails naming it, and leaves the engine running.
+    # N5 after the launch, issue 18: a rank that found no RoCE device and fell back to sockets
+    # (a real capture of NCCL's silent fallback) while the cluster is set up for RoCE; the deploy
+    # reads it from the engine's log since its start, fails naming it, and leaves the engine running.
     sim_cluster = serving
     head = sim_cluster.head
     size = on_host(head, "docker", "exec", HEAD, "stat", "-c", "%s", ENGINE_LOG).strip()
     engine_before = engine_process(head)
     try:
-        print_in_engine_log(head, "dgx_spark_vllm_ray_ibext.log")
+        print_in_engine_log(head, "device_h100_roce_profile_no_rdma.log")
         again = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800)
         assert again.status == "failed", again
         message = dict(((h, t), m) for h, t, m in again.failures())[(head, LOGS_TASK)]
-        assert "spark-3995 pid 2981: NET/IBext_v10 over rocep1s0f1, roceP2p1s0f1, but the profile's transport is socket" in message
+        assert ("vm pid 548 (rank 0): NET/Socket over eth0 (192.0.2.2), but the profile's transport is roce: "
+                "NCCL found no usable RoCE device") in message, message
         assert "The engine was left running" in message, message
         assert engine_process(head)[:2] == engine_before[:2]
     finally:

@@ -219,7 +219,9 @@ def wrong_wire_inventory(tmp_path, nics, twin_ips):
 def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager, sim_cluster, serving,
                                                                     run_playbook, tmp_path):
     # N5, issue 18: every inferred check passes (the interface is up and holds the address); the
-    # measurement alone tells the 1 Gb/s wire from the cluster link, before anything stops.
+    # measurement alone tells the 1 Gb/s wire from the cluster link, before anything stops. On
+    # sockets, chosen on purpose (N4): with RoCE, roce_facts would already refuse a cluster address
+    # on a port without an RDMA device, an inferred check.
     head = sim_cluster.head
     engine_before = engine_process(head)
     with slow_nics(sim_manager.cluster.docker, sim_cluster.hosts) as nics:
@@ -228,7 +230,8 @@ def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager,
             written = f.read()
         assert all("gb10_cluster_ip=%s gb10_cluster_iface=%s" % (address, iface) in written
                    for iface, address in nics.values()), written
-        result = run_playbook(PLAYBOOK, inventory, timeout=1800)
+        result = run_playbook(PLAYBOOK, inventory, timeout=1800,
+                              extravars={"gb10_nccl_transport": "socket", "nccl_env_use_roce_facts": False})
 
     assert result.status == "failed", result
     failed = dict(((h, t), m) for h, t, m in result.failures())
@@ -556,6 +559,24 @@ def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_co
     for host in sim_cluster.hosts:
         assert on_host(host, "docker", "ps", "-aq", "--filter", "label=gb10.serving/role").strip() == "", host
     assert {h: on_host(h, "cat", ledger).count("LEAK") for h in sim_cluster.hosts} == leaks_before
+
+
+def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_naming_the_cause(sim_cluster, run_playbook):
+    # Issue 26: the Ray containers as the roles made them before (host network, shm, no RDMA
+    # settings): NCCL in them finds no RoCE device and falls back to sockets, silently, whatever
+    # the env file says. The simulation's NCCL stand-in does what NCCL does there; the check after
+    # the launch names the fallback and what the container lacks, and leaves the engine running.
+    # After the teardown above nothing serves; the TP=3 module's deploy relaunches with them.
+    head = sim_cluster.head
+    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800,
+                          extravars={"gb10_profile": PROFILE, "ray_cluster_rdma": {}})
+
+    assert result.status == "failed", result
+    message = dict(((h, t), m) for h, t, m in result.failures())[(head, LOGS_TASK)]
+    assert "NET/Socket over %s" % sim_cluster.link_port in message, message
+    assert "but the profile's transport is roce: NCCL found no usable RoCE device" in message, message
+    assert ("Likely cause: the Ray container %s has no /dev/infiniband device, no IPC_LOCK capability" % HEAD) in message
+    assert "The engine was left running" in message and healthy(head), message
 
 
 # ---- the cluster link and the serving image (issue 17) ----------------------------------------

@@ -44,6 +44,10 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 SIM_DIR = os.path.join(TOP, ".sim")
 KEY = os.path.join(SIM_DIR, "id_ed25519")
 STATE = os.path.join(SIM_DIR, "cluster.json")
+# The limits a simulated Spark's Docker engine can grant its containers (inventory/group_vars/
+# gb10_sim.yml reads it as gb10_rdma_limits): the machine's hard limits, which no container here
+# can raise.
+RDMA_LIMITS = os.path.join(SIM_DIR, "rdma-limits.json")
 OVERLAY = os.path.join(TOP, "profiles", "overlays", "sim-cpu.yml")
 
 LABEL = "gb10.sim"
@@ -195,6 +199,10 @@ class Cluster:
             security_opt=["seccomp=unconfined", "apparmor=unconfined"],
             binds=["/sys/fs/cgroup:/sys/fs/cgroup:rw", "%s:/var/lib/docker" % volume],
             tmpfs={"/run": "", "/tmp": ""},
+            # The simulated ConnectX-7's verbs devices (fixture kit, gb10-sim-rdma, char 231:*): the
+            # host's own engine passes them to the containers that ask for /dev/infiniband, which
+            # a device cgroup without this rule would refuse.
+            device_cgroup_rules=["c 231:* rwm"],
             # The fixture kit's gb10-sim-reboot ends PID 1; Docker starts the host again (a reboot).
             restart_policy={"Name": "always"},
         )
@@ -268,6 +276,14 @@ class Cluster:
         if image_name != serving_image:
             self._exec(container, ["docker", "tag", serving_image, image_name])
 
+    def _write_rdma_limits(self, container):
+        """memlock (bytes, -1 unlimited) and nofile as `ulimit -H` reports them in the host."""
+        out = self._exec(container, ["sh", "-c", "ulimit -Hl; ulimit -Hn"])[1].split()
+        values = [-1 if value == "unlimited" else int(value) for value in out[:2]]
+        limits = {"memlock": values[0] * 1024 if values[0] > 0 else values[0], "nofile": values[1]}
+        with open(RDMA_LIMITS, "w") as f:
+            json.dump(limits, f)
+
     def _put_model(self, container, model_dir, model_path):
         tar = subprocess.Popen(["tar", "-C", model_dir, "--exclude", ".complete", "-c", "."], stdout=subprocess.PIPE)
         p = subprocess.run(["docker", "exec", "-i", container.name, "sh", "-c",
@@ -327,6 +343,7 @@ class Cluster:
                         os.path.basename(model_dir)], check=False)[0] != 0):
                 self._put_model(c, model_dir, model_path)
             hosts.append({"name": name, "ip": ip, "cluster_ip": cluster_ip, "twin_ip": twin_ip})
+        self._write_rdma_limits(self.docker.containers.get(HOSTS[0][0]))
         state = {
             "hosts": hosts,
             "network": NETWORK,
@@ -387,7 +404,7 @@ class Cluster:
             for vol in self.docker.volumes.list(filters={"label": "%s=%s" % (LABEL, LABEL_VALUE)}):
                 log("removing volume %s" % vol.name)
                 vol.remove(force=True)
-            for path in (STATE, KEY, KEY + ".pub"):
+            for path in (STATE, KEY, KEY + ".pub", RDMA_LIMITS):
                 if os.path.exists(path):
                     os.remove(path)
 

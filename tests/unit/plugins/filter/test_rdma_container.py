@@ -72,6 +72,23 @@ def test_the_settings_the_filter_gives_are_the_ones_the_check_looks_for():
     assert rdma_missing(host_config, 'roce') == []
 
 
+def test_lower_limits_where_docker_cannot_grant_them_are_checked_as_given():
+    # gb10_rdma_limits: the simulation's Docker cannot raise its limits (no CAP_SYS_RESOURCE);
+    # the check then compares against what the containers were given, not unlimited.
+    limits = {'memlock': 8388608, 'nofile': 20000}
+    options = rdma_container('roce', limits=limits)
+    assert options['ulimits'] == ['memlock:8388608:8388608', 'nofile:20000:20000']
+    assert options['devices'] and options['capabilities']
+    given = dict(WITH_RDMA, Ulimits=[{'Name': 'memlock', 'Soft': 8388608, 'Hard': 8388608}])
+    assert rdma_missing(given, 'roce', limits=limits) == []
+    assert rdma_missing(given, 'roce') == ['memlock not unlimited']
+    assert rdma_missing(WITH_RDMA, 'roce', limits=limits) == ['memlock not 8388608']
+    for bad, match in (({'memlock': 0}, 'memlock must be -1'), ({'nofile': 'many'}, 'whole number'),
+                       ({'stack': 1}, 'unknown limit')):
+        with pytest.raises(AnsibleFilterError, match=match):
+            rdma_container('roce', limits=bad)
+
+
 @pytest.mark.parametrize('role, tasks, rdma_var', [
     ('ray_cluster', 'main.yml', 'ray_cluster_rdma'),
     ('link_check', 'probe.yml', 'link_check_rdma'),
@@ -99,4 +116,4 @@ def test_every_container_that_runs_nccl_takes_the_settings_from_the_filter(role,
     if os.path.exists(role_vars):
         with open(role_vars) as handle:
             text += handle.read()
-    assert re.search(r'%s: .*\| gb10\.serving\.rdma_container\(' % rdma_var, text), (role, rdma_var)
+    assert re.search(r'%s: (?:>-\s+)?"?\{\{ \S+ \| gb10\.serving\.rdma_container\(' % rdma_var, text), (role, rdma_var)

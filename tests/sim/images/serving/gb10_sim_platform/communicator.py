@@ -12,12 +12,13 @@ path says no, so the group falls back to torch.distributed (Gloo over the cluste
 whatever CPU the simulation runs on.
 
 A rank that makes its communicator holds simulated GPU memory from then on (gpu_ledger.py): that is
-where the simulated Spark's leak model learns which processes hold memory.
+where the simulated Spark's leak model learns which processes hold memory. It also prints the init
+lines NCCL would print there (nccl_standin.py), which the collection's transport check reads.
 """
 
 from vllm.distributed.device_communicators.cpu_communicator import CpuCommunicator
 
-from gb10_sim_platform import gpu_ledger
+from gb10_sim_platform import gpu_ledger, nccl_standin
 
 
 class CrossHostCpuCommunicator(CpuCommunicator):
@@ -26,6 +27,7 @@ class CrossHostCpuCommunicator(CpuCommunicator):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         gpu_ledger.hold()
+        nccl_standin.announce()
 
     def _all_group_ranks_share_shm_group_name(self) -> bool:
         # Called by every rank of the group alike, so all of them take the torch.distributed path.
