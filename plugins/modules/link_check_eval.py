@@ -39,8 +39,8 @@ options:
     required: true
   rated_share:
     description:
-      - Lowest acceptable busbw as a share of what the link is rated for (roce, roce_ring): each
-        HCA of O(hcas) is a ConnectX-7 twin of O(twin_gbit); a ring node's HCAs are split over its
+      - Lowest acceptable busbw as a share of what the link is rated for (roce, roce_ring), where
+        each HCA of O(hcas) is a ConnectX-7 twin of O(twin_gbit) and a ring node's HCAs are split over its
         two peers. C(0) or no O(hcas) does not compare. A link at half its rate (one twin of the
         pair carrying it all) is refused this way with both figures.
     type: float
