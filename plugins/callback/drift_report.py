@@ -17,7 +17,9 @@ description:
   - A task that fails, or that reports C(changed) while the run is in check mode, is drift on that
     host. A check that ignores its failure (so that the host's other checks still run) is drift all
     the same when its name carries a rule; an ignored failure without a rule is not. The rule is
-    the ID the task name ends with, for example C(Driver packages are held (H1)).
+    the ID the task name ends with, for example C(Driver packages are held (H1)). A role's drift
+    check (its C(tasks_from=drift) entry point, C(roles/<role>/tasks/drift*.yml)) is named
+    without the role, as it was named when C(playbooks/drift.yml) held it.
   - Each check of a host counts once per rule; the changed variables of the NCCL/Gloo env file
     come to the rule each belongs to (filter C(gb10.serving.nccl_env_drift)). A role step run in
     check mode without a rule in its name is no finding by itself (the check after it reports it).
@@ -87,7 +89,7 @@ import os
 
 from ansible import context
 from ansible.plugins.callback import CallbackBase
-from ansible_collections.gb10.serving.plugins.plugin_utils.drift import DriftReport, rule_of
+from ansible_collections.gb10.serving.plugins.plugin_utils.drift import DriftReport, check_name, rule_of
 
 
 class CallbackModule(CallbackBase):
@@ -117,7 +119,9 @@ class CallbackModule(CallbackBase):
         self._active = str(play_vars.get('gb10_drift_report', '')).lower() in ('true', '1', 'yes')
 
     def _host_task(self, result):
-        return result._host.get_name(), result._task.get_name()
+        # A role's drift check (tasks_from: drift) is named as it was in drift.yml, without the role.
+        task = result._task
+        return result._host.get_name(), check_name(task.get_name(), task.name, task.get_path())
 
     def v2_runner_on_ok(self, result):
         if not (self._active and self._report):

@@ -47,6 +47,20 @@ NCCL_ENV_RULES = {
 NCCL_ENV_RULE_IDS = ('N1', 'N2', 'N3', 'N4', 'N6')
 
 
+# A role's drift entry point (roles/<role>/tasks/drift.yml and the files it includes, drift_*.yml):
+# the task's path as Ansible gives it, "<file>:<line>".
+DRIFT_ENTRY_PATH = re.compile(r'[/\\]roles[/\\][^/\\]+[/\\]tasks[/\\]drift(?:_[^/\\]*)?\.ya?ml(?::\d+)?$')
+
+
+def check_name(full_name, own_name, path):
+    """The name a finding gives a task. A role's drift check (its drift entry point, rule O3) by its
+    own name, as the check was named when playbooks/drift.yml held it; any other task as Ansible
+    names it (a role's task with the role first, "gb10.serving.nccl_env : ...")."""
+    if own_name and DRIFT_ENTRY_PATH.search(path or ''):
+        return own_name
+    return full_name
+
+
 def rule_of(task_name):
     """The rule ID a task name ends with, or 'general' for a task without one."""
     match = RULE_IN_NAME.search(task_name or '')

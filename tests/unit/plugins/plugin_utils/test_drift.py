@@ -7,7 +7,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gb10.serving.plugins.filter.nccl_env_drift import nccl_env_drift
 from ansible_collections.gb10.serving.plugins.filter.nccl_env_wanted import nccl_env_wanted
 from ansible_collections.gb10.serving.plugins.plugin_utils.drift import (
-    DriftReport, env_drift, fix_command, fix_kind, rule_of)
+    DriftReport, check_name, env_drift, fix_command, fix_kind, rule_of)
 
 CLIARGS = {'args': ('playbooks/drift.yml',), 'inventory': ('/repo/inventory/sparks.ini',),
            'extra_vars': ('gb10_profile=minimax-m27-nvfp4',), 'check': True, 'diff': True,
@@ -31,6 +31,24 @@ def test_rule_comes_from_the_end_of_the_task_name():
     assert rule_of('NCCL env file matches the profile (N1, N3)') == 'N1'
     assert rule_of('Gathering Facts') == 'general'
     assert rule_of('Mentions (H1) in the middle only') == 'general'
+
+
+def test_a_roles_drift_check_is_named_as_drift_yml_named_it():
+    # Issue 28: the checks moved from playbooks/drift.yml into the roles' drift entry points; a
+    # finding names them as before, without the role Ansible puts first. Any other task of a role
+    # (a role step run in check mode) keeps the role in its name.
+    root = '/home/u/.ansible/collections/ansible_collections/gb10/serving/roles/'
+    assert check_name('gb10.serving.nccl_env : NCCL environment file - Socket transport as chosen (N4)',
+                      'NCCL environment file - Socket transport as chosen (N4)',
+                      root + 'nccl_env/tasks/drift_rule.yml:5') == 'NCCL environment file - Socket transport as chosen (N4)'
+    assert check_name('gb10.serving.nvidia_driver : Driver packages are held (H1)', 'Driver packages are held (H1)',
+                      root + 'nvidia_driver/tasks/drift.yml:38') == 'Driver packages are held (H1)'
+    assert check_name('gb10.serving.nccl_env : Refuse a missing or loopback cluster interface (N3)',
+                      'Refuse a missing or loopback cluster interface (N3)',
+                      root + 'nccl_env/tasks/main.yml:6') == 'gb10.serving.nccl_env : Refuse a missing or loopback cluster interface (N3)'
+    assert check_name('Refuse to run outside check mode', 'Refuse to run outside check mode',
+                      '/repo/playbooks/drift.yml:20') == 'Refuse to run outside check mode'
+    assert check_name('gb10.serving.x : Validating arguments', 'Validating arguments', '') == 'gb10.serving.x : Validating arguments'
 
 
 def report(cliargs=None):

@@ -1,0 +1,134 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Drift checks belong to their roles (issue 28): each role that a drift check reads offers the
+entry point roles/<role>/tasks/drift.yml with a `drift` entry in its argument spec, and
+playbooks/drift.yml only composes them (tasks_from: drift), so no playbook copies a role default.
+
+The structure is read from the YAML and the text; the checks themselves run on the simulated
+cluster (tests/e2e/test_2b_drift.py)."""
+import glob
+import os
+import re
+
+import yaml
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROLES = os.path.join(TOP, 'roles')
+PLAYBOOKS = os.path.join(TOP, 'playbooks')
+CONTEXT = 'tasks/context.yml'
+# Roles drift.yml includes for what they provide, not for a check: the API key the engine's
+# launch id includes (R1's probe compares it).
+PROVIDERS = {'gb10.serving.api_key'}
+# Ends with a rule ID in parentheses, as the drift_report callback reads it (plugin_utils/drift.py).
+RULE_IN_NAME = re.compile(r'\(([HNRVSMO][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
+
+
+def load(path):
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def drift_roles():
+    return sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
+                  for p in glob.glob(os.path.join(ROLES, '*', 'tasks', 'drift.yml')))
+
+
+def tasks_of(play):
+    return (play.get('pre_tasks') or []) + (play.get('tasks') or []) + (play.get('post_tasks') or [])
+
+
+def test_every_role_with_a_drift_entry_point_documents_it():
+    roles = drift_roles()
+    assert {'nvidia_driver', 'modprobe_override', 'leak_recovery', 'cluster_link', 'nccl_env', 'serving_image',
+            'model_sync', 'ray_cluster', 'vllm_serve'} <= set(roles), roles
+    for role in roles:
+        spec = load(os.path.join(ROLES, role, 'meta', 'argument_specs.yml'))['argument_specs']
+        assert 'drift' in spec, role
+        entry = spec['drift']
+        assert entry.get('short_description') and entry.get('description'), role
+        # The validation task ansible runs first is named after the short description: a rule ID
+        # at its end would count as a check of that rule in the drift report.
+        assert not RULE_IN_NAME.search(entry['short_description']), (role, entry['short_description'])
+        defaults = load(os.path.join(ROLES, role, 'defaults', 'main.yml')) or {}
+        for option in entry.get('options') or {}:
+            assert option in defaults or entry['options'][option].get('required'), (role, option)
+
+
+def test_drift_reaches_roles_only_through_their_drift_entry_points():
+    reached = set()
+    for play in load(os.path.join(PLAYBOOKS, 'drift.yml')):
+        for task in tasks_of(play):
+            for key in ('ansible.builtin.import_role', 'ansible.builtin.include_role', 'import_role', 'include_role'):
+                if key in task:
+                    name = task[key]['name']
+                    if name in PROVIDERS:
+                        continue
+                    assert task[key].get('tasks_from') == 'drift', (task.get('name'), task[key])
+                    reached.add(name.split('.')[-1])
+            if 'ansible.builtin.include_tasks' in task or 'ansible.builtin.import_tasks' in task:
+                assert (task.get('ansible.builtin.include_tasks') or task.get('ansible.builtin.import_tasks')) == CONTEXT
+            # Every check is a role's: the playbook asserts only that it runs in check mode and the verdict.
+            if 'ansible.builtin.assert' in task:
+                assert not RULE_IN_NAME.search(task['name']), task['name']
+        assert not play.get('roles'), play['name']
+    assert reached == set(drift_roles()), reached
+
+
+def test_each_drift_check_ignores_its_failure_and_is_kept_for_the_verdict():
+    # Every check runs on every host even after one found drift there: a check named with its rule
+    # ignores its own failure and registers <role>_drift_found*, which the verdict play reads.
+    for role in drift_roles():
+        for path in glob.glob(os.path.join(ROLES, role, 'tasks', 'drift*.yml')):
+            for task in load(path) or []:
+                if 'ansible.builtin.assert' in task:
+                    # A name templated per rule is rendered and read in the test below.
+                    assert RULE_IN_NAME.search(task['name']) or '{{' in task['name'], (path, task['name'])
+                    assert task.get('ignore_errors') is True, (path, task['name'])
+                    assert task.get('register', '').startswith(role + '_drift'), (path, task['name'])
+
+
+def copied_role_defaults(text, defaults):
+    """The `<role default> | default(` uses in a playbook's text: a copy of a role default."""
+    return sorted(set(name for name in re.findall(r'\b([a-z][a-z0-9_]*)\s*\)?\s*\|\s*default\(', text)
+                      if name in defaults))
+
+
+def test_no_playbook_copies_a_role_default():
+    defaults = set()
+    for path in glob.glob(os.path.join(ROLES, '*', 'defaults', 'main.yml')):
+        defaults |= set(load(path) or {})
+    found = {}
+    for path in glob.glob(os.path.join(PLAYBOOKS, '**', '*.yml'), recursive=True):
+        with open(path) as f:
+            names = copied_role_defaults(f.read(), defaults)
+        if names:
+            found[os.path.relpath(path, TOP)] = names
+    assert found == {}
+
+
+def test_a_copied_role_default_is_found():
+    assert copied_role_defaults("path: \"{{ nccl_env_path | default('/etc/gb10/nccl.env') }}\"",
+                                {'nccl_env_path'}) == ['nccl_env_path']
+    assert copied_role_defaults("x: \"{{ (nvidia_driver_branch | default('580')) ~ '.' }}\"",
+                                {'nvidia_driver_branch'}) == ['nvidia_driver_branch']
+    assert copied_role_defaults("x: \"{{ gb10_nvidia_smi | default('nvidia-smi') }}\"", {'nccl_env_path'}) == []
+
+
+def test_the_env_file_checks_keep_their_names_one_per_rule():
+    # One assert included once per rule (N1-N4, N6) renders the names the five copies had: the
+    # drift report, the e2e findings and the fix per rule read the rule from the name's end.
+    tasks = load(os.path.join(ROLES, 'nccl_env', 'tasks', 'drift.yml'))
+    include = next(t for t in tasks if t.get('ansible.builtin.include_tasks') == 'drift_rule.yml')
+    rule_task = load(os.path.join(ROLES, 'nccl_env', 'tasks', 'drift_rule.yml'))[0]
+    assert rule_task['name'] == ("NCCL environment file - {{ nccl_env_drift_check.value ~ ' (' ~ "
+                                 "nccl_env_drift_check.key ~ ')' }}")
+    names = ['NCCL environment file - %s (%s)' % (item['value'], item['key']) for item in include['loop']]
+    assert names == [
+        'NCCL environment file - RoCE devices, GID index and NCCL pinning as deployed (N1)',
+        'NCCL environment file - GPUDirect RDMA stays off (N2)',
+        'NCCL environment file - Socket names and addresses on the cluster link (N3)',
+        'NCCL environment file - Socket transport as chosen (N4)',
+        'NCCL environment file - Switchless ring settings as deployed (N6)',
+    ]
+    assert [RULE_IN_NAME.search(n).group(1) for n in names] == ['N1', 'N2', 'N3', 'N4', 'N6']
+    assert include['loop_control']['loop_var'] == 'nccl_env_drift_check'
