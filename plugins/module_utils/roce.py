@@ -238,6 +238,36 @@ def covering_network(networks):
     return ipaddress.IPv4Network('0.0.0.0/0')
 
 
+# The NCCL/Gloo environment, defined once (issue 28): the file role nccl_env writes renders it
+# (filter nccl_env_vars), roce_facts returns it, and drift names the rule of each variable from
+# ENV_RULES. Which rule each variable serves (docs/rules.md); NCCL_IB_DISABLE and
+# NCCL_IB_GID_INDEX depend on the transport (env_rule).
+ENV_RULES = {
+    'NCCL_SOCKET_IFNAME': 'N3', 'GLOO_SOCKET_IFNAME': 'N3', 'TP_SOCKET_IFNAME': 'N3',
+    'UCX_NET_DEVICES': 'N3', 'OMPI_MCA_btl_tcp_if_include': 'N3', 'VLLM_HOST_IP': 'N3',
+    'MASTER_ADDR': 'N3',
+    'NCCL_NET_GDR_LEVEL': 'N2',
+    'NCCL_NET_PLUGIN': 'N1', 'NCCL_IB_HCA': 'N1', 'NCCL_IB_ROCE_VERSION_NUM': 'N1',
+    'NCCL_IB_TIMEOUT': 'N1',
+    'NCCL_P2P_DISABLE': 'N4', 'NCCL_NET': 'N4',
+    'NCCL_IB_ADDR_FAMILY': 'N6', 'NCCL_IB_ADDR_RANGE': 'N6', 'NCCL_IB_SUBNET_AWARE_ROUTING': 'N6',
+    'NCCL_IB_MERGE_NICS': 'N6',
+    # NCCL's init log, which the deploy reads to see the transport NCCL took (N5); part of pinning
+    # NCCL's behaviour in the file (N1), so host prep puts it back without a restart.
+    'NCCL_DEBUG': 'N1', 'NCCL_DEBUG_SUBSYS': 'N1',
+}
+
+
+def env_rule(key, wanted):
+    """The rule a variable of the env file comes from; wanted = {KEY: VALUE} the deploy writes. A
+    variable the deploy does not write is N1's (the file pins NCCL, N1)."""
+    if key == 'NCCL_IB_DISABLE':
+        return 'N4' if wanted.get(key) == '1' else 'N1'
+    if key == 'NCCL_IB_GID_INDEX':
+        return 'N6' if 'NCCL_IB_ADDR_RANGE' in wanted else 'N1'
+    return ENV_RULES.get(key, 'N1')
+
+
 def socket_env(iface, address):
     """Socket names every transport needs (rule N3): the cluster interface, never loopback."""
     return {
@@ -248,6 +278,34 @@ def socket_env(iface, address):
         'OMPI_MCA_btl_tcp_if_include': iface,
         'VLLM_HOST_IP': address,
     }
+
+
+def nccl_env(transport, iface, address, head_address=None, hcas=(), gid_index=None, addr_range=''):
+    """The NCCL/Gloo environment of a node for the transport, as the env file holds it: socket
+    names on the cluster interface (N3), the coordinator (MASTER_ADDR, when given), GDR off (N2),
+    NCCL's init lines for the transport check (N5), and per transport the RoCE pinning (N1), the
+    ring's per-link routing (N6) or sockets on purpose (N4)."""
+    if transport not in TRANSPORTS:
+        raise RoceError('transport must be one of %s, got %r' % (', '.join(TRANSPORTS), transport))
+    env = socket_env(iface, address)
+    if head_address is not None:
+        env['MASTER_ADDR'] = head_address
+    env.update({'NCCL_NET_PLUGIN': 'none', 'NCCL_NET_GDR_LEVEL': '0',
+                'NCCL_DEBUG': 'INFO', 'NCCL_DEBUG_SUBSYS': 'INIT,NET'})
+    if transport == 'socket':
+        env.update({'NCCL_IB_DISABLE': '1', 'NCCL_P2P_DISABLE': '1', 'NCCL_NET': 'Socket'})
+        return env
+    env.update(ROCE_COMMON_ENV)
+    env['NCCL_IB_HCA'] = ','.join(hcas)
+    if transport == 'roce':
+        if gid_index is not None and int(gid_index) >= 0:
+            env['NCCL_IB_GID_INDEX'] = str(int(gid_index))
+    else:
+        env.update({'NCCL_IB_ADDR_FAMILY': 'AF_INET', 'NCCL_IB_SUBNET_AWARE_ROUTING': '1',
+                    'NCCL_IB_MERGE_NICS': '0'})
+        if addr_range:
+            env['NCCL_IB_ADDR_RANGE'] = addr_range
+    return env
 
 
 def plan(ports, addresses, netdevs, cluster_ip, transport='roce', cluster_iface=None,
@@ -287,7 +345,6 @@ def plan(ports, addresses, netdevs, cluster_ip, transport='roce', cluster_iface=
         'cluster_mtu': info.get('mtu'), 'hcas': [], 'gid_index': None, 'addr_range': None,
         'ring_links': [],
     }
-    env = socket_env(iface, str(ip))
     if transport in ('roce', 'socket'):
         speed = info.get('speed_mbps')
         if speed is None or speed < min_speed_mbps:
@@ -323,10 +380,6 @@ def plan(ports, addresses, netdevs, cluster_ip, transport='roce', cluster_iface=
                             % ', '.join('%s=%d' % (p['device'], g['index']) for p, g in chosen))
         result['hcas'] = [port['device'] for port, unused_gid in chosen]
         result['gid_index'] = indexes[0] if indexes else None
-        env.update(ROCE_COMMON_ENV)
-        env['NCCL_IB_HCA'] = ','.join(result['hcas'])
-        if result['gid_index'] is not None:
-            env['NCCL_IB_GID_INDEX'] = str(result['gid_index'])
     elif transport == 'roce_ring':
         links, unaddressed = [], []
         for port in active:
@@ -364,19 +417,10 @@ def plan(ports, addresses, netdevs, cluster_ip, transport='roce', cluster_iface=
         if links:
             result['addr_range'] = str(covering_network(
                 [ipaddress.IPv4Network(link['network']) for link in links]))
-        env.update(ROCE_COMMON_ENV)
-        env.update({
-            'NCCL_IB_HCA': ','.join(result['hcas']),
-            'NCCL_IB_ADDR_FAMILY': 'AF_INET',
-            'NCCL_IB_SUBNET_AWARE_ROUTING': '1',
-            'NCCL_IB_MERGE_NICS': '0',
-        })
-        if result['addr_range']:
-            env['NCCL_IB_ADDR_RANGE'] = result['addr_range']
-    else:
-        # rule N4: TCP on purpose, on the fast link; IB and P2P off so NCCL does not probe them
-        env.update({'NCCL_IB_DISABLE': '1', 'NCCL_P2P_DISABLE': '1', 'NCCL_NET': 'Socket'})
-    result['env'] = env
+    # The env file's variables for what was found (socket, N4: TCP on purpose, IB and P2P off so
+    # NCCL does not probe them); the coordinator's address is the role's to add.
+    result['env'] = nccl_env(transport, iface, str(ip), hcas=result['hcas'], gid_index=result['gid_index'],
+                             addr_range=result['addr_range'] or '')
     result['problems'] = problems
     return result
 

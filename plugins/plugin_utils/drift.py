@@ -11,6 +11,7 @@ __metaclass__ = type
 import re
 from xml.etree import ElementTree
 
+from ansible_collections.gb10.serving.plugins.module_utils.roce import env_rule
 from ansible_collections.gb10.serving.plugins.plugin_utils.cli_command import (
     left_out_note, playbook_command, sibling_playbook)
 
@@ -27,25 +28,6 @@ RULE_IN_NAME = re.compile(r'\(([HNRVSMO][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
 #   converges the drifted node and keeps a healthy engine whose launch is unchanged (O2).
 RECOVER_RULES = ('H4',)
 HOST_PREP_RULES = ('H1', 'N1', 'N2', 'N3', 'N4', 'N6')
-
-# Which rule each variable of the NCCL/Gloo env file (roles/nccl_env/templates/nccl.env.j2)
-# comes from (docs/rules.md). NCCL_IB_DISABLE and NCCL_IB_GID_INDEX depend on the transport.
-NCCL_ENV_RULES = {
-    'NCCL_SOCKET_IFNAME': 'N3', 'GLOO_SOCKET_IFNAME': 'N3', 'TP_SOCKET_IFNAME': 'N3',
-    'UCX_NET_DEVICES': 'N3', 'OMPI_MCA_btl_tcp_if_include': 'N3', 'VLLM_HOST_IP': 'N3',
-    'MASTER_ADDR': 'N3',
-    'NCCL_NET_GDR_LEVEL': 'N2',
-    'NCCL_NET_PLUGIN': 'N1', 'NCCL_IB_HCA': 'N1', 'NCCL_IB_ROCE_VERSION_NUM': 'N1',
-    'NCCL_IB_TIMEOUT': 'N1',
-    'NCCL_P2P_DISABLE': 'N4', 'NCCL_NET': 'N4',
-    'NCCL_IB_ADDR_FAMILY': 'N6', 'NCCL_IB_ADDR_RANGE': 'N6', 'NCCL_IB_SUBNET_AWARE_ROUTING': 'N6',
-    'NCCL_IB_MERGE_NICS': 'N6',
-    # NCCL's init log, which the deploy reads to see the transport NCCL took (N5); part of pinning
-    # NCCL's behaviour in the file (N1), so host prep puts it back without a restart.
-    'NCCL_DEBUG': 'N1', 'NCCL_DEBUG_SUBSYS': 'N1',
-}
-NCCL_ENV_RULE_IDS = ('N1', 'N2', 'N3', 'N4', 'N6')
-
 
 # A role's drift entry point (roles/<role>/tasks/drift.yml and the files it includes, drift_*.yml):
 # the task's path as Ansible gives it, "<file>:<line>".
@@ -109,16 +91,6 @@ def template_diffs(result):
     """The diff entries (dicts with 'before'/'after') of a registered template result run with diff on."""
     diff = result.get('diff')
     return [d for d in (diff if isinstance(diff, list) else [diff]) if isinstance(d, dict) and 'after' in d]
-
-
-def env_rule(key, wanted):
-    """The rule a variable of the NCCL/Gloo env file comes from; wanted = {KEY: VALUE} the deploy
-    writes. A variable the deploy does not write is N1's (the file pins NCCL, N1)."""
-    if key == 'NCCL_IB_DISABLE':
-        return 'N4' if wanted.get(key) == '1' else 'N1'
-    if key == 'NCCL_IB_GID_INDEX':
-        return 'N6' if 'NCCL_IB_ADDR_RANGE' in wanted else 'N1'
-    return NCCL_ENV_RULES.get(key, 'N1')
 
 
 def env_drift(before, after):
