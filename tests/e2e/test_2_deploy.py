@@ -82,8 +82,10 @@ def test_the_deploy_configured_the_link_from_a_fresh_port(sim_cluster, deployed)
         peers = [h for h in sim_cluster.hosts if h != host]
         keys = on_host(host, "cat", "/root/.ssh/authorized_keys")
         for peer in peers:
+            # The peer's key, from its addresses on the link only: either twin (pair mode).
             line = next(line for line in keys.splitlines() if "gb10-cluster@%s" % peer in line)
-            assert 'from="%s"' % sim_cluster.cluster_ips[peer] in line and "restrict" in line, line
+            assert 'from="%s,%s"' % (sim_cluster.cluster_ips[peer], sim_cluster.twin_ips[peer]) in line, line
+            assert "restrict" in line, line
 
 
 def test_the_deploy_copied_the_serving_image_over_the_link(sim_cluster, deployed):
