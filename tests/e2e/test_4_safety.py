@@ -166,7 +166,7 @@ def test_the_api_wants_the_key_from_a_machine_outside_the_cluster(sim_cluster, s
 # A second NIC per simulated Spark at the speed of a Spark's management NIC (1 GbE), on a network of
 # its own: docker network connect adds it to the running host, tc throttles what it sends.
 SLOW_NETWORK = "gb10-sim-slow-nic"
-SLOW_SUBNET = "172.30.212"
+SLOW_SUBNET = "172.30.213"
 
 
 @contextlib.contextmanager
