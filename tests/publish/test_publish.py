@@ -6,12 +6,17 @@
   the tarball ships none of it (galaxy.yml build_ignore);
 - galaxy-importer (Galaxy's own import: metadata, every role's README, ansible-doc of every
   plugin, changelog) accepts it with no warning or error, run without containers
-  (galaxy-importer.cfg), and the ansible-lint command the importer runs passes on the installed
-  tarball with nothing to report;
+  (galaxy-importer.cfg);
 - the supported ansible-core range is the same in meta/runtime.yml, requirements.txt and README;
   galaxy.yml points at real project URLs;
 - `ansible-builder create` makes a build context from execution-environment.yml (building the
   image needs registries this machine cannot reach).
+
+The importer's own ansible-lint run is off (galaxy-importer.cfg) and not repeated here: the lint
+stage runs ansible-lint with the production profile and no rule excluded on the whole checkout, a
+superset of the importer's command (same profile, rules excluded, tests/ left out) on a superset of
+the files, and tests/e2e/test_2a_installed_collection.py deploys from the installed tarball, which
+a file left out of it would break. Running it again here cost two minutes of every test run.
 """
 
 import json
@@ -76,23 +81,6 @@ def test_galaxy_importer_accepts_the_tarball_without_a_warning(tarball, tmp_path
     assert sorted(roles) == sorted(shipped)
     assert all(c.get("readme_html") for c in roles.values()), [r for r, c in roles.items() if not c.get("readme_html")]
     assert result["requires_ansible"] == runtime()["requires_ansible"]
-
-
-# The importer's own ansible-lint call (galaxy_importer/loaders/collection.py, 0.4.44).
-IMPORTER_LINT = ["ansible-lint", "--profile", "production", "--exclude", "tests/integration/", "--exclude", "tests/unit/",
-                 "--format=pep8", "--nocolor", "-x",
-                 "yaml,var-naming,avoid-dot-notation,import-task-no-when,single-entry-point,use-loop", "--offline"]
-
-
-def test_the_importers_ansible_lint_finds_nothing_in_the_installed_tarball(tarball, tmp_path):
-    collections = tmp_path / "collections"
-    # --force: a gb10.serving already on the configured paths (the checkout's link) is no reason to skip.
-    subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--force", "--no-deps", "-p",
-                    str(collections), tarball], check=True, capture_output=True, timeout=300)
-    path = collections / "ansible_collections" / "gb10" / "serving"
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections), PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-    proc = subprocess.run(IMPORTER_LINT, cwd=str(path), env=env, capture_output=True, text=True, timeout=1800, check=False)
-    assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr[-3000:]
 
 
 def runtime():
