@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 
 import yaml
 
-from .helpers import (HEAD, ENGINE_LOG, LOGS_TASK, PLAYBOOK, TOP, drift, engine_process, findings, link_figures,
+from .helpers import (HEAD, ENGINE_LOG, LAUNCH, LOGS_TASK, PROFILE, TOP, drift, engine_process, findings, link_figures,
                       link_state, on_host, paste, user_env)
 
 OVERRIDE = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
@@ -218,13 +218,15 @@ def test_a_deploy_fails_on_nccl_over_another_transport_and_keeps_the_engine(serv
     # N5 after the launch, issue 18: a rank that found no RoCE device and fell back to sockets
     # (a real capture of NCCL's silent fallback) while the cluster is set up for RoCE; the deploy
     # reads it from the engine's log since its start, fails naming it, and leaves the engine running.
+    # The launch step alone (issue 28): the check is its own, and the steps before it have nothing
+    # to redo on the serving cluster.
     sim_cluster = serving
     head = sim_cluster.head
     size = on_host(head, "docker", "exec", HEAD, "stat", "-c", "%s", ENGINE_LOG).strip()
     engine_before = engine_process(head)
     try:
         print_in_engine_log(head, "device_h100_roce_profile_no_rdma.log")
-        again = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800)
+        again = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800, extravars={"gb10_profile": PROFILE})
         assert again.status == "failed", again
         message = dict(((h, t), m) for h, t, m in again.failures())[(head, LOGS_TASK)]
         assert ("vm pid 548 (rank 0): NET/Socket over eth0 (192.0.2.2), but the profile's transport is roce: "
