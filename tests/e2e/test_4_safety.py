@@ -445,18 +445,21 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
 
 def test_a_new_api_key_restarts_only_the_engine(sim_cluster, serving, run_playbook):
     # Issue 19: the key reaches the engine through its launch script, never through the Ray
-    # containers' environment, so a new key restarts the engine and leaves Ray running.
+    # containers' environment, so a new key restarts the engine and leaves Ray running. The launch
+    # step alone (issue 28): it decides that, and it refuses a weak key itself when run alone.
     head = sim_cluster.head
     running = on_host(head, "docker", "exec", HEAD, "cat", "/var/lib/gb10-engine/running.sh")
     if "# gb10-engine-config: " not in running:
         # An engine started by an older vllm_serve has no config id to compare: start it anew first.
-        assert_succeeded(run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800,
-                                      extravars={"gb10_api_key": "e2e-" + secrets.token_hex(20)}), sim_cluster.hosts)
+        assert_succeeded(run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800,
+                                      extravars={"gb10_profile": PROFILE, "gb10_api_key": "e2e-" + secrets.token_hex(20)}),
+                         sim_cluster.hosts)
     ray_before = ray_containers(sim_cluster.hosts, head)
     engine_before = engine_process(head)
     old_key, new_key = api_key(head), "e2e-" + secrets.token_hex(20)
 
-    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800, extravars={"gb10_api_key": new_key})
+    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800,
+                          extravars={"gb10_profile": PROFILE, "gb10_api_key": new_key})
 
     assert_succeeded(result, sim_cluster.hosts)
     assert ray_containers(sim_cluster.hosts, head) == ray_before  # neither recreated nor restarted
