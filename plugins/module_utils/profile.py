@@ -145,12 +145,31 @@ def _validate_shape(shape, source):
               'must be a positive integer (read it from the checkpoint config.json)')
 
 
+def pinned_image(image):
+    """True when an image reference names one build: a digest, or a tag other than `latest`."""
+    if '@sha256:' in image:
+        return True
+    last = image.rsplit('/', 1)[-1]
+    return ':' in last and last.rsplit(':', 1)[1] != 'latest'
+
+
+def _need_pinned(image, source, field):
+    # M1, issue 26: `latest` (or no tag) is whatever was built or pulled last on that node: the
+    # community's build script tags every build `vllm-node`, from vLLM main, so two nodes or two
+    # re-runs can serve different vLLM versions under one name, with other flags and env names.
+    _need(pinned_image(image), source, field,
+          'image %s is not pinned: `latest` or no tag names whatever was built or pulled last. Fix: name a tag '
+          'that says the version (e.g. vllm-node:0.32.0, after `docker tag vllm-node vllm-node:0.32.0`) or a '
+          'digest (name@sha256:...) (M1)' % image)
+
+
 def validate_profile(profile, source='<profile>'):
     """Check the schema of a merged profile; return it unchanged or raise ProfileError."""
     _need(isinstance(profile, dict), source, '(top level)', 'must be a mapping')
     for key in ('name', 'description', 'image'):
         _need(isinstance(profile.get(key), str) and profile[key].strip(), source, key,
               'must be a non-empty string')
+    _need_pinned(profile['image'], source, 'image')
     _need(profile.get('engine') in ENGINES, source, 'engine', 'must be one of %s' % ', '.join(ENGINES))
 
     model = profile.get('model')
@@ -216,6 +235,7 @@ def _validate_sglang(profile, source):
     if sgl['supported']:
         _need(isinstance(sgl.get('image'), str) and sgl['image'], source, 'sglang.image',
               'must name the SGLang image (one container per node)')
+        _need_pinned(sgl['image'], source, 'sglang.image')
         _need(_is_num(sgl.get('mem_fraction_static')) and 0 < sgl['mem_fraction_static'] <= 0.9, source,
               'sglang.mem_fraction_static', 'must be a number in (0, 0.9] (rule S3 uses 0.75)')
         _need(_is_int(sgl.get('dist_timeout')) and sgl['dist_timeout'] > 0, source, 'sglang.dist_timeout',

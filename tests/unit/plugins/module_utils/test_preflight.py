@@ -105,6 +105,7 @@ def test_mxfp4_loader_for_minimax_checkpoint():
 def test_ngc_image_with_mxfp4_checkpoint_and_fastsafetensors():
     prof = copy.deepcopy(real('minimax-m27-mxfp4'))
     prof['image'] = 'nvcr.io/nvidia/vllm:26.04-py3'
+    prof['device_args']['load-format'] = 'fastsafetensors'
     found = problems(prof)
     assert any('mxfp4 loader' in p and '(V4' in p for p in found)
     assert any('fastsafetensors with NGC image' in p and '(V3)' in p for p in found)

@@ -1,6 +1,7 @@
 """Profiles (M1): every shipped profile validates, the sim overlay changes only what it may,
 and malformed profiles fail with messages that name the field and the fix."""
 import copy
+import re
 
 import pytest
 
@@ -52,7 +53,7 @@ def test_sim_overlay_changes_only_image_model_path_device_flags_and_sizes(name):
 def test_sim_argv_drops_gpu_only_flags_and_runs_eager(name):
     argv = vllm_serve_argv(sim(name))
     assert argv[:3] == ['vllm', 'serve', '/models/tiny-llama']
-    for flag in ('--attention-backend', '--moe-backend', '--quantization', '--kv-cache-dtype',
+    for flag in ('--attention-backend', '--moe-backend', '--linear-backend', '--quantization', '--kv-cache-dtype',
                  '--load-format', '--compilation-config'):
         assert flag not in argv
     assert '--enforce-eager' in argv
@@ -67,7 +68,12 @@ def test_real_m27_nvfp4_recipe():
     assert prof['device_args']['moe-backend'] == 'marlin'
     assert prof['device_args']['compilation-config'] == {'cudagraph_mode': 'NONE'}
     assert prof['engine_args']['speculative-config'] == {'method': 'ngram', 'num_speculative_tokens': 5}
-    assert prof['device_env']['VLLM_USE_FLASHINFER_MOE_FP4'] == '0'
+    # Pinned to vLLM 0.32 (issue 26): the kernel choice by the flags that replaced the env switches,
+    # plain safetensors for the compressed-tensors checkpoint.
+    assert prof['image'] == 'vllm-node:0.32.0'
+    assert prof['device_args']['linear-backend'] == 'marlin'
+    assert prof['device_args']['load-format'] == 'safetensors'
+    assert prof['device_env'] == {'VLLM_MARLIN_USE_ATOMIC_ADD': '1'}
 
 
 def test_m3_uses_safetensors_and_1gb_object_store():
@@ -126,6 +132,26 @@ def test_variables_vllm_carries_and_ray_env_take_any_name():
                              p['why'].update({'env': 'test (N5)', 'ray.env': 'test (V3)'})))
     profile = P.load('minimax-m27-nvfp4', raw)
     assert profile['ray']['env']['SAFETENSORS_FAST_GPU'] == '1'
+
+
+@pytest.mark.parametrize('field, image', [('image', 'vllm-node:latest'), ('image', 'vllm-node'),
+                                          ('image', 'localhost:5000/vllm-node'), ('sglang.image', 'lmsysorg/sglang:latest')])
+def test_an_image_that_is_not_pinned_is_refused_with_the_fix(field, image):
+    def plant(p):
+        if field == 'image':
+            p['image'] = image
+        else:
+            p['sglang']['image'] = image
+    with pytest.raises(P.ProfileError, match=r"%s: image %s is not pinned.*Fix: name a tag that says the version.*\(M1\)"
+                       % (re.escape(field), re.escape(image))):
+        P.load('minimax-m27-nvfp4', _broken(plant))
+
+
+@pytest.mark.parametrize('image', ['vllm-node:0.32.0', 'localhost:5000/vllm-node:0.32.0', 'nvcr.io/nvidia/vllm:26.04-py3',
+                                   'vllm-node@sha256:' + '0' * 64])
+def test_a_pinned_image_passes(image):
+    assert P.pinned_image(image)
+    assert P.load('minimax-m27-nvfp4', _broken(lambda p: p.update({'image': image})))['image'] == image
 
 
 def test_tp_must_be_a_multiple_of_nodes():
