@@ -103,8 +103,9 @@ def cache_dir():
 
 
 def empty_caches(hosts):
+    folder = cache_dir()
     for host in hosts:
-        subprocess.run(['docker', 'exec', host, 'sh', '-c', 'rm -rf "$1"/*', 'sh', cache_dir()],
+        subprocess.run(['docker', 'exec', host, 'sh', '-c', 'rm -rf "$1"/*', 'sh', folder],
                        check=True, timeout=120)
 
 
