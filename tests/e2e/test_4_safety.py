@@ -8,6 +8,9 @@
 - a wrong wire (N5): an inventory whose cluster address and interface sit on a 1 Gb/s NIC that
   every inferred check accepts is refused by the link probe before anything stops, with its
   figures;
+- a launch that changes only the Ray containers (their RDMA settings taken away, issue 26) on the
+  serving cluster: the serving engine is stopped before Docker recreates them (H4), no node
+  leaks; the engine's NCCL, on sockets in those containers, is refused naming the cause;
 - faults injected while a run goes on (through ansible-runner's event stream, at a known step):
   a node that stops answering SSH halfway, a model copy killed halfway, an engine that is not
   ready in time, a Ray worker killed while the engine starts. Each run stops naming the host and
@@ -482,13 +485,51 @@ ENGINE_STOP_TASK = "Stop the engine in the head container, SIGTERM first (a hard
 CONTAINER_STOP_TASK = "Stop serving containers, keeping them for their logs (H4 needs no GPU workload; H9)"
 
 
+LEDGER = "/var/log/gb10-gpu-ledger.log"  # the simulated driver's ledger (GB10 fixture kit): LEAK lines
+
+
+def leaks(hosts):
+    return {h: on_host(h, "cat", LEDGER).count("LEAK") for h in hosts}
+
+
+def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_naming_the_cause(sim_cluster, serving,
+                                                                                             run_playbook):
+    # Issue 26: the Ray containers as the roles made them before (host network, shm, no RDMA
+    # settings): NCCL in them finds no RoCE device and falls back to sockets, silently, whatever
+    # the env file says. The simulation's NCCL stand-in does what NCCL does there; the check after
+    # the launch names the fallback and what the container lacks, and leaves the engine running.
+    # It runs on the serving cluster: the change is the Ray containers' alone (the engine's launch
+    # id does not cover their devices), so the launch must still stop the serving engine before
+    # Docker recreates its containers (H4): stopped under it, the ranks die hard and the simulated
+    # driver keeps their memory as a LEAK, as a Spark does until a reboot.
+    head = sim_cluster.head
+    leaks_before = leaks(sim_cluster.hosts)
+    boots = {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts}
+    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800,
+                          extravars={"gb10_profile": PROFILE, "ray_cluster_rdma": {}})
+
+    assert "would be recreated or restarted" in run_text(result), result
+    order = [e["event_data"]["task"] for e in result.events if e.get("event") == "runner_on_ok"
+             and e["event_data"].get("task") in (ENGINE_STOP_TASK, CONTAINER_STOP_TASK)]
+    assert order and order[0] == ENGINE_STOP_TASK and CONTAINER_STOP_TASK in order, order
+    assert leaks(sim_cluster.hosts) == leaks_before
+    assert {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts} == boots
+
+    assert result.status == "failed", result
+    message = dict(((h, t), m) for h, t, m in result.failures())[(head, LOGS_TASK)]
+    assert "NET/Socket over %s" % sim_cluster.link_port in message, message
+    assert "but the profile's transport is roce: NCCL found no usable RoCE device" in message, message
+    assert ("Likely cause: the Ray container %s has no /dev/infiniband device, no IPC_LOCK capability" % HEAD) in message
+    assert "The engine was left running" in message and healthy(head), message
+
+
 def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, run_playbook):
     head = sim_cluster.head
     ray_before = ray_container_ids(sim_cluster)
     engine_before = engine_process(head)
     # The new engine waits on the test before vLLM starts (hold_engine_start): it cannot answer
-    # /health within the 20 s readiness timeout on any machine. A changed launch (the env, and the
-    # generated key again after the test above) makes the deploy restart it.
+    # /health within the 20 s readiness timeout on any machine. A changed launch (the env) makes
+    # the deploy restart it.
     boots = {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts}
     extravars = dict(hold_engine_start(head, "timeout"), vllm_serve_readiness_timeout_s=20, gb10_profile=PROFILE)
     # The launch step alone (deploy.yml's last): the steps before it are the serving cluster's.
@@ -496,8 +537,9 @@ def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, r
 
     # The fault was caused: the new engine was held and never released.
     assert engine_start_held(head, "timeout")
-    # A changed launch restarts what it must (O2): the engine; the Ray containers are kept.
-    assert ray_container_ids(sim_cluster) == ray_before
+    # The Ray containers get back the RDMA settings the test before took away: a changed
+    # container is recreated (an engine-only change keeps them, test_a_new_api_key_... above).
+    assert all(ray_container_ids(sim_cluster)[h] != ray_before[h] for h in sim_cluster.hosts)
     assert engine_process(head)[:2] != engine_before[:2]
     # The clean launch stopped the serving engine before Ray and its containers (H4): its ranks
     # ended inside running containers, so no node leaked and none rebooted. (Stopping the
@@ -554,8 +596,7 @@ def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_co
     # as an operator may pass) and then kills it. The engine's ranks end inside running containers
     # first (H4), so no node leaks, and no Ray container is left on any node. (The TP=3 module's
     # deploy then starts from clean nodes instead of waiting out the role's 120 s bound itself.)
-    ledger = "/var/log/gb10-gpu-ledger.log"
-    leaks_before = {h: on_host(h, "cat", ledger).count("LEAK") for h in sim_cluster.hosts}
+    leaks_before = leaks(sim_cluster.hosts)
 
     result = run_playbook("playbooks/teardown.yml", sim_cluster.inventory, timeout=900,
                           extravars={"gb10_teardown_stop_timeout_s": 15})
@@ -566,25 +607,7 @@ def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_co
     # Both Ray containers carry ray_cluster's role label (ray-head, ray-worker).
     for host in sim_cluster.hosts:
         assert on_host(host, "docker", "ps", "-aq", "--filter", "label=gb10.serving/role").strip() == "", host
-    assert {h: on_host(h, "cat", ledger).count("LEAK") for h in sim_cluster.hosts} == leaks_before
-
-
-def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_naming_the_cause(sim_cluster, run_playbook):
-    # Issue 26: the Ray containers as the roles made them before (host network, shm, no RDMA
-    # settings): NCCL in them finds no RoCE device and falls back to sockets, silently, whatever
-    # the env file says. The simulation's NCCL stand-in does what NCCL does there; the check after
-    # the launch names the fallback and what the container lacks, and leaves the engine running.
-    # After the teardown above nothing serves; the TP=3 module's deploy relaunches with them.
-    head = sim_cluster.head
-    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800,
-                          extravars={"gb10_profile": PROFILE, "ray_cluster_rdma": {}})
-
-    assert result.status == "failed", result
-    message = dict(((h, t), m) for h, t, m in result.failures())[(head, LOGS_TASK)]
-    assert "NET/Socket over %s" % sim_cluster.link_port in message, message
-    assert "but the profile's transport is roce: NCCL found no usable RoCE device" in message, message
-    assert ("Likely cause: the Ray container %s has no /dev/infiniband device, no IPC_LOCK capability" % HEAD) in message
-    assert "The engine was left running" in message and healthy(head), message
+    assert leaks(sim_cluster.hosts) == leaks_before
 
 
 # ---- the cluster link and the serving image (issue 17) ----------------------------------------
