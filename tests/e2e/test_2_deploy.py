@@ -140,16 +140,18 @@ def test_engine_runs_inside_the_ray_head_container(sim_cluster, deployed):
 
 
 def test_the_compile_caches_live_on_the_node_across_container_recreation(sim_cluster, deployed):
-    # V7: vLLM's, FlashInfer's and Triton's caches are the node's folders, so a recreated Ray
-    # container starts warm; the engine wrote vLLM's there.
+    # V7: vLLM's, FlashInfer's, Triton's and torch inductor's caches are the node's folders, so a
+    # recreated Ray container starts warm; the engine wrote vLLM's there, and the kernels torch
+    # built for the smoke test's first request went to inductor's (not the container's /tmp).
     cache = "/var/lib/gb10-serving/compile-cache"  # ray_cluster_cache_dir
     for host in sim_cluster.hosts:
         name = HEAD if host == sim_cluster.head else WORKER
         mounts = json.loads(on_host(host, "docker", "inspect", "--format", "{{json .Mounts}}", name))
         assert {(m["Source"], m["Destination"]) for m in mounts} >= {
             (cache + "/vllm", "/root/.cache/vllm"), (cache + "/flashinfer", "/root/.cache/flashinfer"),
-            (cache + "/triton", "/root/.triton")}, mounts
+            (cache + "/triton", "/root/.triton"), (cache + "/torchinductor", "/root/.cache/torchinductor")}, mounts
     assert on_host(sim_cluster.head, "ls", "-A", cache + "/vllm").split(), "vLLM wrote nothing in its cache"
+    assert on_host(sim_cluster.head, "ls", "-A", cache + "/torchinductor").split(), "torch built nothing into its cache"
 
 
 def test_openai_client_gets_a_chat_answer(sim_cluster, deployed):
