@@ -93,7 +93,7 @@ def test_host_network_containers_reach_the_other_host(sim_cluster, run_adhoc):
              % sim_cluster.ips[worker])
     result = run_adhoc(
         "ansible.builtin.command",
-        "docker run --rm --network host %s sh -c \"ip -4 -o addr show; python3 -c \\\"%s\\\"\""
+        "docker run --rm --network host --entrypoint sh %s -c \"ip -4 -o addr show; python3 -c \\\"%s\\\"\""
         % (sim_cluster.image_name, probe),
         sim_cluster.inventory, pattern=head, timeout=120)
     out = ok_results(result, [head])[head]["stdout"]

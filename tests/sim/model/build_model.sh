@@ -18,7 +18,7 @@ rm -rf "$out"
 mkdir -p "$out"
 echo "build_model: making the tiny model in $out" >&2
 docker run --rm --label gb10.sim=model-build --network none \
-  -v "$here:/src:ro" -v "$out:/out" "$image" \
-  python /src/make_tiny_model.py /src/corpus.txt /out >&2
+  -v "$here:/src:ro" -v "$out:/out" --entrypoint python "$image" \
+  /src/make_tiny_model.py /src/corpus.txt /out >&2
 touch "$out/.complete"
 echo "$out"
