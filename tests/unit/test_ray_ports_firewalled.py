@@ -19,7 +19,7 @@ def defaults(role):
 
 def closed(port, protected):
     for entry in protected:
-        low, _, high = str(entry).partition(':')
+        low, unused_sep, high = str(entry).partition(":")
         if int(low) <= port <= int(high or low):
             return True
     return False

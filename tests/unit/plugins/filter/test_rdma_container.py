@@ -90,7 +90,7 @@ def test_lower_limits_where_docker_cannot_grant_them_are_checked_as_given():
 
 
 @pytest.mark.parametrize('role, tasks, rdma_var', [
-    ('ray_cluster', 'main.yml', 'ray_cluster_rdma'),
+    ('ray_cluster', 'containers.yml', 'ray_cluster_rdma'),
     ('link_check', 'probe.yml', 'link_check_rdma'),
     ('sglang_serve', 'main.yml', 'sglang_serve_rdma'),
 ])
