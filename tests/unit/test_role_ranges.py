@@ -41,6 +41,7 @@ CASES = [
     ('ray_cluster', 'ray_cluster_port', 0, '1..65535'),
     ('ray_cluster', 'ray_cluster_num_gpus', 0, '1..8'),
     ('ray_cluster', 'ray_cluster_wait_timeout_s', -5, '1 or more'),
+    ('ray_cluster', 'ray_cluster_poll_s', 0, '1 or more'),
     ('ray_cluster', 'ray_cluster_gpus', 'sometimes', 'auto, true or false'),
     ('model_sync', 'model_sync_streams', 0, '1..32'),
     ('model_sync', 'model_sync_port', 65536, '1..65535'),
