@@ -14,19 +14,20 @@ version_added: "0.1.0"
 author:
   - gb10.serving developers (@gb10-serving)
 description:
-  - Returns C($XDG_STATE_HOME/gb10-serving/logs), or C(~/.local/state/gb10-serving/logs) when
-    C(XDG_STATE_HOME) is not set, as the controller's environment has them.
-  - The one definition of the fallback that roles and playbooks use as
-    C(gb10_logs_dir | default(lookup('gb10.serving.logs_dir'))) for container logs of a failed
-    start, the link check's report and the benchmark's JSON. Never a folder of the playbook or of
-    the installed collection, where nothing may be written.
+  - Returns the cluster-wide C(gb10_logs_dir) when it is set; else C($XDG_STATE_HOME/gb10-serving/logs),
+    or C(~/.local/state/gb10-serving/logs) when C(XDG_STATE_HOME) is not set, as the controller's
+    environment has them.
+  - The one definition of where the controller's logs go, for container logs of a failed start,
+    the link check's report and the benchmark's JSON (issue 28) - roles and playbooks call it
+    instead of repeating the fallback. Never a folder of the playbook or of the installed
+    collection, where nothing may be written.
   - Takes no terms. The folder is not created.
 '''
 
 EXAMPLES = r'''
-- name: Where this run's logs go
+- name: Where this run's logs go (gb10_logs_dir, else the XDG state folder)
   ansible.builtin.debug:
-    msg: "{{ gb10_logs_dir | default(lookup('gb10.serving.logs_dir')) }}"
+    msg: "{{ lookup('gb10.serving.logs_dir') }}"
 '''
 
 RETURN = r'''
@@ -53,4 +54,8 @@ class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         if terms:
             raise AnsibleError("lookup('gb10.serving.logs_dir') takes no terms, got %r" % (terms,))
+        configured = (variables or {}).get('gb10_logs_dir')
+        if configured:
+            # A value set as a template ("{{ playbook_dir }}/logs") is rendered as any variable is.
+            return [str(self._templar.template(configured))]
         return [default_logs_dir(os.environ)]
