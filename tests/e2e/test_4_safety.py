@@ -8,9 +8,6 @@
 - a wrong wire (N5): an inventory whose cluster address and interface sit on a 1 Gb/s NIC that
   every inferred check accepts is refused by the link probe before anything stops, with its
   figures;
-- a launch that changes only the Ray containers (their RDMA settings taken away, issue 26) on the
-  serving cluster: the serving engine is stopped before Docker recreates them (H4), no node
-  leaks; the engine's NCCL, on sockets in those containers, is refused naming the cause;
 - faults injected while a run goes on (through ansible-runner's event stream, at a known step):
   a node that stops answering SSH halfway, a model copy killed halfway, an engine that is not
   ready in time, a Ray worker killed while the engine starts. Each run stops naming the host and
@@ -18,6 +15,9 @@
   it; logs of a failed start are collected to the controller;
 - teardown after that failed start: playbooks/teardown.yml stops the engine within its bound
   (H4), leaves no node leaked and no Ray container;
+- Ray containers without the RDMA settings (issue 26): the engine's NCCL, on sockets there, is
+  refused naming the cause; the launch that gives them back, with that engine serving in them,
+  stops the engine before Docker recreates them (H4), and no node leaks;
 - the cluster link and the serving image (issue 17), in `scripts/test.sh full` only (marker
   `full`): a peer that does not answer on the link, an MTU mismatch on it, a registry that refuses
   the credentials. An image copy cut halfway and an image built from its recipe are
@@ -492,37 +492,6 @@ def leaks(hosts):
     return {h: on_host(h, "cat", LEDGER).count("LEAK") for h in hosts}
 
 
-def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_naming_the_cause(sim_cluster, serving,
-                                                                                             run_playbook):
-    # Issue 26: the Ray containers as the roles made them before (host network, shm, no RDMA
-    # settings): NCCL in them finds no RoCE device and falls back to sockets, silently, whatever
-    # the env file says. The simulation's NCCL stand-in does what NCCL does there; the check after
-    # the launch names the fallback and what the container lacks, and leaves the engine running.
-    # It runs on the serving cluster: the change is the Ray containers' alone (the engine's launch
-    # id does not cover their devices), so the launch must still stop the serving engine before
-    # Docker recreates its containers (H4): stopped under it, the ranks die hard and the simulated
-    # driver keeps their memory as a LEAK, as a Spark does until a reboot.
-    head = sim_cluster.head
-    leaks_before = leaks(sim_cluster.hosts)
-    boots = {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts}
-    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800,
-                          extravars={"gb10_profile": PROFILE, "ray_cluster_rdma": {}})
-
-    assert "would be recreated or restarted" in run_text(result), result
-    order = [e["event_data"]["task"] for e in result.events if e.get("event") == "runner_on_ok"
-             and e["event_data"].get("task") in (ENGINE_STOP_TASK, CONTAINER_STOP_TASK)]
-    assert order and order[0] == ENGINE_STOP_TASK and CONTAINER_STOP_TASK in order, order
-    assert leaks(sim_cluster.hosts) == leaks_before
-    assert {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts} == boots
-
-    assert result.status == "failed", result
-    message = dict(((h, t), m) for h, t, m in result.failures())[(head, LOGS_TASK)]
-    assert "NET/Socket over %s" % sim_cluster.link_port in message, message
-    assert "but the profile's transport is roce: NCCL found no usable RoCE device" in message, message
-    assert ("Likely cause: the Ray container %s has no /dev/infiniband device, no IPC_LOCK capability" % HEAD) in message
-    assert "The engine was left running" in message and healthy(head), message
-
-
 def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, run_playbook):
     head = sim_cluster.head
     ray_before = ray_container_ids(sim_cluster)
@@ -537,9 +506,8 @@ def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, r
 
     # The fault was caused: the new engine was held and never released.
     assert engine_start_held(head, "timeout")
-    # The Ray containers get back the RDMA settings the test before took away: a changed
-    # container is recreated (an engine-only change keeps them, test_a_new_api_key_... above).
-    assert all(ray_container_ids(sim_cluster)[h] != ray_before[h] for h in sim_cluster.hosts)
+    # A changed launch restarts what it must (O2): the engine; the Ray containers are kept.
+    assert ray_container_ids(sim_cluster) == ray_before
     assert engine_process(head)[:2] != engine_before[:2]
     # The clean launch stopped the serving engine before Ray and its containers (H4): its ranks
     # ended inside running containers, so no node leaked and none rebooted. (Stopping the
@@ -608,6 +576,51 @@ def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_co
     for host in sim_cluster.hosts:
         assert on_host(host, "docker", "ps", "-aq", "--filter", "label=gb10.serving/role").strip() == "", host
     assert leaks(sim_cluster.hosts) == leaks_before
+
+
+def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_naming_the_cause(sim_cluster, run_playbook):
+    # Issue 26: the Ray containers as the roles made them before (host network, shm, no RDMA
+    # settings): NCCL in them finds no RoCE device and falls back to sockets, silently, whatever
+    # the env file says. The simulation's NCCL stand-in does what NCCL does there; the check after
+    # the launch names the fallback and what the container lacks, and leaves the engine running.
+    # After the teardown above nothing serves, so the containers are made anew without them.
+    head = sim_cluster.head
+    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800,
+                          extravars={"gb10_profile": PROFILE, "ray_cluster_rdma": {}})
+
+    assert result.status == "failed", result
+    message = dict(((h, t), m) for h, t, m in result.failures())[(head, LOGS_TASK)]
+    assert "NET/Socket over %s" % sim_cluster.link_port in message, message
+    assert "but the profile's transport is roce: NCCL found no usable RoCE device" in message, message
+    assert ("Likely cause: the Ray container %s has no /dev/infiniband device, no IPC_LOCK capability" % HEAD) in message
+    assert "The engine was left running" in message and healthy(head), message
+
+
+def test_the_containers_fixed_under_a_serving_engine_stop_it_first_and_leak_nothing(sim_cluster, run_playbook):
+    # The launch again, without the fault: the same launch for the engine (its launch id does not
+    # cover the containers' devices), but Ray's containers must get the RDMA settings back and be
+    # recreated, while the engine of the test above serves in them. Docker's stop would kill its
+    # ranks hard (a Spark keeps that memory until a reboot, H4; the simulated driver logs a LEAK),
+    # so the launch takes the clean path: the engine stops first, then Ray and the containers.
+    head = sim_cluster.head
+    assert healthy(head)
+    leaks_before = leaks(sim_cluster.hosts)
+    boots = {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts}
+    ray_before = ray_container_ids(sim_cluster)
+
+    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800, extravars={"gb10_profile": PROFILE})
+
+    assert_succeeded(result, sim_cluster.hosts)
+    assert "would be recreated or restarted" in run_text(result), result
+    order = [e["event_data"]["task"] for e in result.events if e.get("event") == "runner_on_ok"
+             and e["event_data"].get("task") in (ENGINE_STOP_TASK, CONTAINER_STOP_TASK)]
+    assert order and order[0] == ENGINE_STOP_TASK and CONTAINER_STOP_TASK in order, order
+    assert leaks(sim_cluster.hosts) == leaks_before
+    assert {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts} == boots
+    assert all(ray_container_ids(sim_cluster)[h] != ray_before[h] for h in sim_cluster.hosts)
+    # And NCCL in the new containers reaches the RoCE devices again (N1, N5).
+    note = [line for line in run_text(result).splitlines() if "NCCL in the engine (N5): " in line]
+    assert note and "NET/IB over" in note[-1] and "NET/Socket" not in note[-1], note
 
 
 # ---- the cluster link and the serving image (issue 17) ----------------------------------------
