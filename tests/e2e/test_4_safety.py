@@ -619,8 +619,8 @@ def test_the_containers_fixed_under_a_serving_engine_stop_it_first_and_leak_noth
     assert {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts} == boots
     assert all(ray_container_ids(sim_cluster)[h] != ray_before[h] for h in sim_cluster.hosts)
     # And NCCL in the new containers reaches the RoCE devices again (N1, N5).
-    note = [line for line in run_text(result).splitlines() if "NCCL in the engine (N5): " in line]
-    assert note and "NET/IB over" in note[-1] and "NET/Socket" not in note[-1], note
+    note = result.results_by_host(task="NCCL took the cluster's transport in the engine (N5)")[head]["msg"]
+    assert note.count("NET/IB over roceP2p1s0f1, rocep1s0f1") == 2 and "NET/Socket" not in note, note
 
 
 # ---- the cluster link and the serving image (issue 17) ----------------------------------------
