@@ -624,8 +624,8 @@ def test_the_containers_fixed_under_a_serving_engine_stop_it_first_and_leak_noth
 
 
 # ---- the cluster link and the serving image (issue 17) ----------------------------------------
-# Last in this module: the engine is broken already, so faults on the link cannot hurt a test that
-# needs it serving. Each runs the role alone, as deploy.yml's play runs it (any_errors_fatal).
+# Last in this module: no test after them needs the engine, so faults on the link cannot hurt one
+# that does. Each runs the role alone, as deploy.yml's play runs it (any_errors_fatal).
 
 def link_playbook(tmp_path):
     """Role cluster_link as deploy.yml's play runs it: its gate lets peers stream an image in."""
