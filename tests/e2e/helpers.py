@@ -25,6 +25,12 @@ PORT = 8000  # serve.port of profiles/minimax-m27-nvfp4.yml and minimax-m3-nvfp4
 ENGINE_LOG = "/var/lib/gb10-engine/engine.log"  # in vllm_serve_state_dir (roles/vllm_serve/vars)
 # vllm_serve's rescue collects every node's logs (H9), then fails with what failed (roles/vllm_serve).
 LOGS_TASK = "Fail with what went wrong and where the logs are"
+# Every stop of a serving node goes through these, the engine's first (H4: roles/leak_recovery).
+ENGINE_STOP_TASK = "Stop the engine in the head container, SIGTERM first (a hard kill can leak unified memory, H4)"
+CONTAINER_STOP_TASK = "Stop serving containers, keeping them for their logs (H4 needs no GPU workload; H9)"
+# The simulated driver's ledger (GB10 fixture kit, gb10-gpu-ledger): a LEAK line per allocation
+# a container's stop or kill left held.
+LEDGER = "/var/log/gb10-gpu-ledger.log"
 SUMMARY_TASK = "Show the endpoint"
 DRIFT = "playbooks/drift.yml"
 VERDICT = "Fail every host where a check found drift"
@@ -70,6 +76,11 @@ def healthy(head):
                           "'http://127.0.0.1:%d/health', timeout=10).status)" % PORT],
                          capture_output=True, text=True, timeout=60, check=False)
     return out.returncode == 0 and out.stdout.strip() == "200"
+
+
+def leaks(hosts):
+    """{host: LEAK lines in its simulated driver's ledger}."""
+    return {h: on_host(h, "cat", LEDGER).count("LEAK") for h in hosts}
 
 
 def worker_running(host):

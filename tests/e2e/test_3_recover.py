@@ -10,14 +10,18 @@ cluster, the way a crashed or hard-stopped container goes on a Spark:
   does not) and frees it. The head's engine is still there when recover.yml starts, and it stops
   it before Ray and the containers (H4), so the head leaks nothing: stopping the head's container
   first would leak the head too, and reboot it;
-- deploy-m27.yml then brings the cluster back and it answers a chat request again.
+- deploy-m27.yml then brings the cluster back and it answers a chat request again;
+- in `scripts/test.sh full` (marker `full`): the DGX OS modprobe override back on the serving
+  worker (H2), named by drift, fixed by the deploy that drift names for it: the worker reboots
+  only after the engine on the head stopped (H4), and the cluster serves again.
 The tests run in this order, each on the state the one before left.
 """
 
 import openai
+import pytest
 
-from .helpers import (HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded, drift, findings, on_host,
-                      worker_running)
+from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, PLAYBOOK, PORT, WORKER, api_key, assert_succeeded,
+                      drift, findings, healthy, leaks, on_host, worker_running)
 
 RECOVER = "playbooks/recover.yml"
 
@@ -70,3 +74,39 @@ def test_recover_reboots_only_the_host_the_kill_leaked_then_the_cluster_serves_a
         messages=[{"role": "user", "content": "Are you back?"}])
     assert answer.usage.completion_tokens > 0
     assert on_host(head, "docker", "inspect", "-f", "{{.State.Running}}", HEAD).strip() == "true"
+
+
+REBOOT_TASK = "Reboot so the NVIDIA modules load without the override (H2)"
+
+
+@pytest.mark.full
+def test_a_returned_modprobe_override_reboots_the_worker_only_after_the_engine_stopped(serving, run_playbook):
+    # Issue 26 section 2, as a new user met it: an OS update put the modprobe override (H2) back on
+    # the worker of a serving cluster. Drift names it; its fix is the deploy (H2 reboots the node:
+    # plugin_utils/drift.py), which removes the override and reboots the worker. Rebooted under the
+    # engine, the worker's ranks die hard and the head's engine is left broken; so the engine on the
+    # head stops first (SIGTERM), then Ray and the worker's container, then the reboot. (The
+    # simulated reboot takes the ledger down with the host, so the order is what shows it here.)
+    head, worker = serving.hosts
+    override = "/etc/modprobe.d/zz-nvidia-drm-override.conf"  # modprobe_override_file
+    # The first deploy removed the fresh Spark's override and kept it here (modprobe_override_backup_dir).
+    on_host(worker, "cp", "/var/lib/gb10-serving/modprobe-backup/zz-nvidia-drm-override.conf", override)
+    boots = {h: boot_id(h) for h in serving.hosts}
+    leaks_before = leaks(serving.hosts)
+
+    found = drift(run_playbook, serving)
+    assert (worker, "H2") in findings(found), found
+
+    fixed = run_playbook(PLAYBOOK, serving.inventory, timeout=3000)
+
+    assert_succeeded(fixed, serving.hosts)
+    done = [(e["event_data"].get("task"), e["event_data"].get("host")) for e in fixed.events
+            if e.get("event") == "runner_on_ok"]
+    assert (REBOOT_TASK, worker) in done and (REBOOT_TASK, head) not in done, done
+    before_reboot = done[:done.index((REBOOT_TASK, worker))]
+    assert (ENGINE_STOP_TASK, worker) in before_reboot and (CONTAINER_STOP_TASK, worker) in before_reboot, before_reboot
+    assert before_reboot.index((ENGINE_STOP_TASK, worker)) < before_reboot.index((CONTAINER_STOP_TASK, worker))
+    assert boot_id(worker) != boots[worker] and boot_id(head) == boots[head]
+    assert not on_host(worker, "sh", "-c", "ls %s 2>/dev/null || true" % override).strip()
+    assert leaks(serving.hosts) == leaks_before
+    assert healthy(head) and worker_running(worker)

@@ -42,7 +42,8 @@ import docker
 import pytest
 
 from .conftest import sim
-from .helpers import (HEAD, LAUNCH, LOGS_TASK, PLAYBOOK, PORT, PROFILE, TOP, WORKER, api_key, assert_succeeded,
+from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, LOGS_TASK, PLAYBOOK, PORT, PROFILE, TOP,
+                      WORKER, api_key, assert_succeeded, leaks,
                       engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_container_ids, ray_containers,
                       role_playbook, run_text, user_env, when_task_starts)
 
@@ -479,17 +480,6 @@ def test_a_new_api_key_restarts_only_the_engine(sim_cluster, serving, run_playbo
     codes = [on_host(head, "docker", "exec", HEAD, "python3", "-c", script, url, key).strip() for key in (new_key, old_key)]
     assert codes == ["200", "401"], codes
     assert new_key not in run_text(result)
-
-
-ENGINE_STOP_TASK = "Stop the engine in the head container, SIGTERM first (a hard kill can leak unified memory, H4)"
-CONTAINER_STOP_TASK = "Stop serving containers, keeping them for their logs (H4 needs no GPU workload; H9)"
-
-
-LEDGER = "/var/log/gb10-gpu-ledger.log"  # the simulated driver's ledger (GB10 fixture kit): LEAK lines
-
-
-def leaks(hosts):
-    return {h: on_host(h, "cat", LEDGER).count("LEAK") for h in hosts}
 
 
 def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, run_playbook):
