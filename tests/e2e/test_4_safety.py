@@ -9,10 +9,11 @@
   every inferred check accepts is refused by the link probe before anything stops, with its
   figures;
 - faults injected while a run goes on (through ansible-runner's event stream, at a known step):
-  a node that stops answering SSH halfway, a model copy killed halfway, an engine that is not
-  ready in time, a Ray worker killed while the engine starts. Each run stops naming the host and
-  the next step; model files stay; a serving engine is not torn down by a run that fails before
-  it; logs of a failed start are collected to the controller;
+  a node that stops answering SSH halfway, an engine that is not ready in time, a Ray worker
+  killed while the engine starts. Each run stops naming the host and the next step; model files
+  stay; a serving engine is not torn down by a run that fails before it; logs of a failed start
+  are collected to the controller (a model copy cut halfway is molecule/model_sync's, a role-only
+  case: issue 28);
 - teardown after that failed start: playbooks/teardown.yml stops the engine within its bound
   (H4), leaves no node leaked and no Ray container;
 - Ray containers without the RDMA settings (issue 26): the engine's NCCL, on sockets there, is
@@ -51,7 +52,6 @@ SYNC_PLAY = "Sync the model over the cluster link (M3)"
 LINK_PLAY = "Measure the cluster link before the launch (N5)"
 LINK_TASK = "Refuse a slow or wrong wire, naming every node (N5)"
 WAIT_TASK = "Wait for /health, showing progress (V7)"
-PULL_TASK = "Pull, verify every checksum, re-fetch mismatches, mark verified"
 CLIENT_IP = sim.CLIENT[1]  # the client machine of tests/sim/cluster.py
 HUB_PORT = 8088
 SSH_REFUSED = ["-p", "tcp", "--dport", "22", "-j", "REJECT", "--reject-with", "tcp-reset"]
@@ -345,59 +345,6 @@ def test_the_printed_next_step_runs_when_pasted(sim_cluster, serving, tmp_path):
     # The run that stopped before the launch left the serving engine alone; the re-run kept it.
     assert engine_process(head)[:2] == engine_before[:2]
     assert healthy(head)
-
-
-def test_an_interrupted_model_copy_keeps_its_files_and_resumes(sim_cluster, serving, run_playbook, tmp_path):
-    head, worker = sim_cluster.hosts
-    path = "/models/gb10-e2e-copy"
-    # A model-sized set of shards (3 x 512 MiB) on the head only.
-    on_host(head, "sh", "-c", "mkdir -p %s && for i in 1 2 3; do head -c 536870912 /dev/urandom "
-            "> %s/model-0000$i-of-00003.safetensors; done && echo '{}' > %s/config.json" % (path, path, path))
-    on_host(worker, "rm", "-rf", path)
-    playbook = role_playbook(tmp_path, "model_sync", model_sync_path=path)
-    # The head sends at most 200 Mbit/s on the cluster link (the copy goes over it) while the copy
-    # is to be killed: 1.5 GiB then take at least 64 s on any machine, while the kill comes once
-    # 64 MiB are in (polled every 0.2 s).
-    port = sim_cluster.link_port
-    on_host(head, "tc", "qdisc", "replace", "dev", port, "root", "tbf", "rate", "200mbit", "burst", "256kb",
-            "latency", "400ms")
-
-    def kill_copy():
-        # Once some bytes have arrived on the worker, kill the copy there (bounded: 120 s).
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            size = subprocess.run(["docker", "exec", worker, "sh", "-c", "du -sb %s 2>/dev/null | cut -f1" % path],
-                                  capture_output=True, text=True, timeout=30, check=False).stdout.strip()
-            if size and int(size) > 64 * 1024 * 1024:
-                subprocess.run(["docker", "exec", worker, "pkill", "-x", "rsync"], timeout=30, check=False)
-                return
-            time.sleep(0.2)
-
-    try:
-        handler = when_task_starts(PULL_TASK, worker, kill_copy)
-        first = run_playbook(playbook, sim_cluster.inventory, timeout=900, event_handler=handler)
-        on_host(head, "tc", "qdisc", "del", "dev", port, "root")
-
-        assert handler.fired.is_set()
-        assert first.status == "failed", first
-        # The pull fails on the worker and its rescue says how to resume; no other node fails.
-        assert {host for host, unused_task, unused_msg in first.failures()} == {worker}, first
-        message = dict((task, msg) for unused_host, task, msg in first.failures())[
-            "Say which node failed and how to resume"]
-        assert "Partial files are kept, so running the playbook again resumes" in message, message
-        kept = int(on_host(worker, "sh", "-c", "du -sb %s | cut -f1" % path).split()[0])
-        assert kept > 64 * 1024 * 1024  # what was copied stays on disk
-        source = on_host(head, "sh", "-c", "cd %s && sha256sum * | sort" % path)
-
-        second = run_playbook(playbook, sim_cluster.inventory, timeout=900)
-
-        assert_succeeded(second, sim_cluster.hosts)
-        assert on_host(worker, "sh", "-c", "cd %s && sha256sum * | sort" % path) == source
-    finally:
-        subprocess.run(["docker", "exec", head, "tc", "qdisc", "del", "dev", port, "root"],
-                       capture_output=True, timeout=30, check=False)
-        for host in sim_cluster.hosts:
-            on_host(host, "rm", "-rf", path)
 
 
 def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_cluster, serving, client,
