@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import re
 
 GATE = '/usr/local/sbin/gb10-cluster-ssh-gate'
@@ -54,6 +55,32 @@ def choose_compression(wanted, source_has_zstd, target_versions):
     return 'gzip'
 
 
+def chain_ids(diff_ids):
+    """The layer chain IDs of an image whose RootFS.Layers are diff_ids (Docker's layer store keys:
+    the first is the first diff ID, each next one sha256 of "<chain so far> <diff ID>")."""
+    chains, chain = [], None
+    for diff_id in diff_ids or []:
+        chain = diff_id if chain is None else 'sha256:' + hashlib.sha256(
+            ('%s %s' % (chain, diff_id)).encode('ascii')).hexdigest()
+        chains.append(chain)
+    return chains
+
+
+def layers_held(diff_ids, images):
+    """How many of the image's first layers (diff_ids, in order) a node already holds, given the
+    RootFS.Layers of every image on it: `docker load` then opens only the files of the layers after
+    those (issue 29). A layer is held when its chain ID is, i.e. with every layer under it."""
+    held = set()
+    for layers in images or []:
+        held.update(chain_ids(layers))
+    count = 0
+    for chain in chain_ids(diff_ids):
+        if chain not in held:
+            break
+        count += 1
+    return count
+
+
 def _node(entry):
     return {
         'host': str(entry.get('host') or ''),
@@ -64,6 +91,8 @@ def _node(entry):
         'zstd': bool(entry.get('zstd')),
         'docker_version': str(entry.get('docker_version') or ''),
         'link_ips': dict((str(k), str(v)) for k, v in (entry.get('link_ips') or {}).items()),
+        'layers': [str(layer) for layer in entry.get('layers') or []],
+        'images_layers': [[str(layer) for layer in layers or []] for layers in entry.get('images_layers') or []],
     }
 
 
@@ -75,7 +104,8 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     client (the host has the cluster ssh client), zstd (the host has zstd), docker_version (its
     Docker server version), link_ips ({peer: the peer's address over this host's own link to it},
     as role cluster_link verified it; in a 3-node mesh each pair has a subnet of its own, and the
-    peers' cluster keys are accepted from those addresses only). source: the preferred source host ('' = the
+    peers' cluster keys are accepted from those addresses only), layers (the image's RootFS.Layers
+    where the node has it) and images_layers (the RootFS.Layers of every image the node has). source: the preferred source host ('' = the
     first host, the head). pull: 'auto' (pull a registry reference only), 'always' (pull any
     name), 'never'. build_recipe: the recipe the role builds the image from on the source when
     no node has it (a directory holding a Dockerfile, or a Dockerfile); it comes before a pull.
@@ -86,14 +116,16 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     Returns a dict: source, source_id ('' when it is pulled or built first), pull (bool), build
     (bool: built on the source first), targets (hosts
     that get a copy), targets_ip {host: the address the source reaches it at over the link: its
-    link_ips entry, else its cluster_ip}, compression, actions {host: had|pull|build|copy}, problems (refusals; empty when the
+    link_ips entry, else its cluster_ip}, targets_layers {host: how many of the source image's
+    first layers it holds already, which the copy leaves out; 0 when the image is pulled or built
+    first, since its layers are not known yet}, compression, actions {host: had|pull|build|copy}, problems (refusals; empty when the
     plan may run), changed (bool).
     """
     nodes = [_node(n) for n in nodes or []]
     hosts = [n['host'] for n in nodes]
     by_host = dict((n['host'], n) for n in nodes)
     result = {'image': image, 'source': '', 'source_id': '', 'pull': False, 'build': False, 'targets': [],
-              'targets_ip': {}, 'compression': '', 'actions': {}, 'problems': [], 'changed': False}
+              'targets_ip': {}, 'targets_layers': {}, 'compression': '', 'actions': {}, 'problems': [], 'changed': False}
     problems = result['problems']
     if not (image or '').strip():
         problems.append('serving_image_name is empty: the role copies the profile\'s image. Fix: set '
@@ -181,6 +213,8 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
                                 'cluster_link_ssh_docker_load: true.' % (host, GATE, src, image))
         result['targets_ip'] = dict((h, by_host[src]['link_ips'].get(h) or by_host[h]['cluster_ip'])
                                     for h in result['targets'])
+        result['targets_layers'] = dict((h, layers_held(by_host[src]['layers'], by_host[h]['images_layers'])
+                                         if result['source_id'] else 0) for h in result['targets'])
         result['compression'] = choose_compression(
             compression, by_host[src]['zstd'], [by_host[h]['docker_version'] for h in result['targets']])
     result['changed'] = not problems and (result['pull'] or result['build'] or bool(result['targets']))

@@ -34,7 +34,9 @@ options:
         node has the cluster ssh client), C(zstd) (bool), C(docker_version) and optionally
         C(link_ips) (a dict, each peer's address over this node's own link to it, as role
         gb10.serving.cluster_link verified it; a copy from this node goes there, else to the
-        target's C(cluster_ip)).
+        target's C(cluster_ip)), C(layers) (the image's C(RootFS.Layers) where the node has it) and
+        C(images_layers) (the C(RootFS.Layers) of every image on the node, the layers a copy to it
+        can leave out).
     type: list
     elements: dict
     required: true
@@ -111,6 +113,13 @@ targets_ip:
   description: Where the source reaches each target over the link, by host (its C(link_ips) entry, else the target's C(cluster_ip)).
   returned: success
   type: dict
+targets_layers:
+  description:
+    - How many of the source image's first layers each target holds already (by layer chain ID), by host;
+      the copy leaves their files out. 0 when the image is pulled or built first.
+  returned: success
+  type: dict
+  sample: {spark2: 6}
 compression:
   description: C(zstd), C(gzip) or C(none) for the stream; empty when nothing is copied.
   returned: success

