@@ -265,8 +265,9 @@ class Cluster:
     def _ship_image(self, container, serving_image, image_name):
         """Load the serving image into the host's engine (no pulls) unless it is there already."""
         want = self.docker.images.get(serving_image).id
-        rc, have = self._exec(container, ["docker", "image", "inspect", "--format", "{{.Id}}", serving_image],
-                              check=False)
+        # By ID: a recipe whose text changed but whose build did not (a comment) gives a new tag to
+        # the same image, which the host holds already.
+        rc, have = self._exec(container, ["docker", "image", "inspect", "--format", "{{.Id}}", want], check=False)
         if rc != 0 or have.strip() != want:
             # A stale serving image from an earlier recipe would only fill the volume.
             self._exec(container, ["sh", "-c", "docker images --format '{{.Repository}}:{{.Tag}}' "
@@ -281,6 +282,8 @@ class Cluster:
             if save.wait() != 0 or load.returncode != 0:
                 raise SimError("%s: shipping %s failed: %s" % (container.name, serving_image, load.stdout.strip()))
             log("%s: loaded in %.0f s" % (container.name, time.monotonic() - t0))
+        else:
+            self._exec(container, ["docker", "tag", want, serving_image])
         if image_name != serving_image:
             self._exec(container, ["docker", "tag", serving_image, image_name])
 
@@ -336,19 +339,22 @@ class Cluster:
                 log("creating %s at %s" % (name, ip))
                 c = self._create_host(name, ip, cluster_ip, twin_ip, host_image, pubkey)
             self._wait(c, ip)
+            earlier = serving_image + "-engine"
             if fresh or created:
                 # The engine's volume outlives the host container: clear what earlier runs started,
                 # and every image but the earlier build (a deploy's copy is role serving_image's job).
                 self._exec(c, ["sh", "-c", "docker ps -aq | xargs -r docker rm -f >/dev/null"])
+                if name in EARLIER_BUILD_HOLDERS:
+                    self._ship_image(c, earlier, earlier)
                 if name not in IMAGE_HOLDERS:
-                    keep = serving_image + "-engine" if name in EARLIER_BUILD_HOLDERS else ""
+                    keep = earlier if name in EARLIER_BUILD_HOLDERS else ""
                     self._exec(c, ["sh", "-c", "docker images --format '{{.Repository}}:{{.Tag}}' "
                                    "| grep -vxF -e \"$1\" | xargs -r docker rmi -f >/dev/null; docker image prune -f >/dev/null",
                                    "sh", keep])
             if name in IMAGE_HOLDERS:
                 self._ship_image(c, serving_image, image_name)
             elif name in EARLIER_BUILD_HOLDERS:
-                self._ship_image(c, serving_image + "-engine", serving_image + "-engine")
+                self._ship_image(c, earlier, earlier)
             # The head gets the model when it lacks this build of it (the marker names the build;
             # model_sync's manifests skip .gb10-* files).
             if name == HOSTS[0][0] and (created or self._exec(
