@@ -353,6 +353,19 @@ def plan(ports, addresses, netdevs, cluster_ip, transport='roce', cluster_iface=
                             'on the ConnectX-7 link' % (iface, ip, '%d Mb/s' % speed if speed else
                                                         'an unknown speed (link down?)',
                                                         min_speed_mbps))
+    if transport != 'socket' and active:
+        # A twin that holds an address (cluster_link put it there: mode pair or mesh) while its
+        # RoCE port is not ACTIVE: NCCL_IB_HCA would list the other twins only, and NCCL would run
+        # on half the link without a word (issue 26: 98 Gb/s on one HCA against 161 on both).
+        for port in ports:
+            held = addresses.get(port['netdev']) if port['netdev'] and not port['active'] else None
+            if held:
+                problems.append('%s (RoCE port %s/%s) holds %s but its port is %s, not ACTIVE: NCCL would run on '
+                                'the other twin(s) only, half the link (rule N5). Fix: check that half of the '
+                                'cable and the port (ibdev2netdev, ip link show %s), or take the address away on '
+                                'purpose (cluster_link_mode single)'
+                                % (port['netdev'], port['device'], port['port'],
+                                   ', '.join(str(addr) for addr in held), port['state'] or 'unknown', port['netdev']))
     if transport != 'socket' and not active:
         problems.append('no RoCE port is ACTIVE (%s): NCCL would fall back to sockets silently '
                         '(rule N5); check cables and `ibdev2netdev`, or choose transport socket '

@@ -119,6 +119,15 @@ def test_twins_on_their_own_subnets_are_both_hcas(fixture_path, tmp_path):
         (root / 'class/infiniband/roceP2p1s0f1/ports/1/gids' / index).write_text('0000:0000:0000:0000:0000:0000:0000:0000\n')
     single = plan(read_rdma(str(root)), addresses, read_netdevs(str(root), sorted(addresses)), '192.168.100.10', 'roce')
     assert single['env']['NCCL_IB_HCA'] == 'rocep1s0f1' and single['problems'] == []
+    # The twin keeps its address but its port went DOWN (that half of the cable): NCCL would run on
+    # the other twin only, at half the link, so it is refused naming the twin and the fix.
+    (root / 'class/infiniband/roceP2p1s0f1/ports/1/state').write_text('1: DOWN\n')
+    down = plan(read_rdma(str(root)), addresses, read_netdevs(str(root), sorted(addresses)), '192.168.100.10', 'roce')
+    assert down['env']['NCCL_IB_HCA'] == 'rocep1s0f1'
+    assert len(down['problems']) == 1, down['problems']
+    assert down['problems'][0].startswith('enP2p1s0f1np1 (RoCE port roceP2p1s0f1/1) holds 192.168.101.11/24 but its '
+                                          'port is 1: DOWN, not ACTIVE'), down['problems']
+    assert 'half the link (rule N5)' in down['problems'][0] and 'cluster_link_mode single' in down['problems'][0]
 
 
 def test_cluster_ip_on_the_management_nic_is_the_wrong_wire(fixture_path):
