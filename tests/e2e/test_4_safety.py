@@ -19,6 +19,8 @@
 - Ray containers without the RDMA settings (issue 26): the engine's NCCL, on sockets there, is
   refused naming the cause; the launch that gives them back, with that engine serving in them,
   stops the engine before Docker recreates them (H4), and no node leaks;
+- half of the cable down at both ends (issue 26): host prep refuses the twin that keeps its
+  address without an ACTIVE RoCE port, as half the link;
 - the cluster link and the serving image (issue 17), in `scripts/test.sh full` only (marker
   `full`): a peer that does not answer on the link, an MTU mismatch on it, a registry that refuses
   the credentials. An image copy cut halfway and an image built from its recipe are
@@ -577,6 +579,42 @@ def outer_veth(host, port):
         if number.strip() == index:
             return name.strip().split("@")[0]
     raise AssertionError("no interface %s on this machine for %s's %s" % (index, host, port))
+
+
+ROCE_TASK = "Detect RoCE devices, GID index and the data path from sysfs (N1, N5, N6)"
+
+
+def test_a_cable_half_down_is_refused_as_half_the_link(sim_cluster, run_playbook):
+    # Issue 26: the second half of the cable (the twins' link network) loses its carrier at both
+    # ends. Each port keeps its address, the kernel reports its RoCE port DOWN (the fixture kit's
+    # gb10-sim-rdma, run again as the kernel updates its port state), and NCCL would run on the
+    # first twin alone at half the link. The NCCL env step of host prep refuses it on both hosts,
+    # naming the twin, its address and the fix; with the carrier back the same run passes.
+    port = sim_cluster.twin_port
+    veths = [outer_veth(host, port) for host in sim_cluster.hosts]
+
+    def cable_half(state):
+        for veth in veths:
+            subprocess.run(["ip", "link", "set", "dev", veth, state], check=True, timeout=30)
+        for host in sim_cluster.hosts:
+            on_host(host, "sh", "-c", "/opt/gb10-sim/bin/gb10-sim-rdma $(cat /run/gb10-sim-rdma-ports)")
+
+    cable_half("down")
+    try:
+        result = run_playbook("playbooks/host_prep.yml", sim_cluster.inventory, timeout=900,
+                              extravars={"gb10_profile": PROFILE})
+    finally:
+        cable_half("up")
+
+    assert result.status == "failed", result
+    messages = failure_messages(result, ROCE_TASK)
+    assert set(messages) == set(sim_cluster.hosts), result.failures()
+    for host in sim_cluster.hosts:
+        assert ("%s (RoCE port roceP2p1s0f1/1) holds %s/24 but its port is 1: DOWN, not ACTIVE"
+                % (port, sim_cluster.twin_ips[host])) in messages[host], messages[host]
+        assert "half the link (rule N5)" in messages[host], messages[host]
+    assert_succeeded(run_playbook("playbooks/host_prep.yml", sim_cluster.inventory, timeout=900,
+                                  extravars={"gb10_profile": PROFILE}), sim_cluster.hosts)
 
 
 @pytest.mark.full
