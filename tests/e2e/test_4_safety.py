@@ -5,9 +5,11 @@
 - exposure: from a machine on the same network that is not a cluster member, only SSH and the
   API port answer on the head; the Ray dashboard does not answer even a cluster member; the API
   refuses a request without the key and answers one with it;
+- a pair link running at one twin's rate (N5, issue 26): refused by the floor from the link's rating,
+  with both figures;
 - a wrong wire (N5): an inventory whose cluster address and interface sit on a 1 Gb/s NIC that
   every inferred check accepts is refused by the link probe before anything stops, with its
-  figures;
+  figures (host prep and the link step with that inventory, deploy.yml's steps up to the check);
 - faults injected while a run goes on (through ansible-runner's event stream, at a known step):
   a node that stops answering SSH halfway, an engine that is not ready in time, a Ray worker
   killed while the engine starts. Each run stops naming the host and the next step; model files
@@ -20,7 +22,7 @@
   refused naming the cause; the launch that gives them back, with that engine serving in them,
   stops the engine before Docker recreates them (H4), and no node leaks;
 - half of the cable down at both ends (issue 26): host prep refuses the twin that keeps its
-  address without an ACTIVE RoCE port, as half the link;
+  address without an ACTIVE RoCE port, as half the link, and drift.yml names it under N5;
 - the cluster link and the serving image (issue 17), in `scripts/test.sh full` only (marker
   `full`): a peer that does not answer on the link, an MTU mismatch on it, a registry that refuses
   the credentials. An image copy cut halfway and an image built from its recipe are
@@ -46,12 +48,11 @@ import pytest
 
 from .conftest import sim
 from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, LOGS_TASK, PLAYBOOK, PORT, PROFILE, TOP,
-                      WORKER, api_key, assert_succeeded, leaks,
+                      WORKER, api_key, assert_succeeded, drift, findings, leaks,
                       engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_container_ids, ray_containers,
                       role_playbook, run_text, user_env, when_task_starts)
 
 SYNC_PLAY = "Sync the model over the cluster link (M3)"
-LINK_PLAY = "Measure the cluster link before the launch (N5)"
 LINK_TASK = "Refuse a slow or wrong wire, naming every node (N5)"
 WAIT_TASK = "Wait for /health, showing progress (V7)"
 CLIENT_IP = sim.CLIENT[1]  # the client machine of tests/sim/cluster.py
@@ -237,8 +238,13 @@ def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager,
             written = f.read()
         assert all("gb10_cluster_ip=%s gb10_cluster_iface=%s" % (address, iface) in written
                    for iface, address in nics.values()), written
-        result = run_playbook(PLAYBOOK, inventory, timeout=1800,
-                              extravars={"gb10_nccl_transport": "socket", "nccl_env_use_roce_facts": False})
+        # The deploy's steps up to the link check (issue 28: the step playbooks, deploy.yml's
+        # order): host prep writes the env file for the wrong wire, then the link is measured.
+        # The steps before (cluster link, image) change nothing the measurement reads.
+        wrong = {"gb10_profile": PROFILE, "gb10_nccl_transport": "socket", "nccl_env_use_roce_facts": False}
+        assert_succeeded(run_playbook("playbooks/host_prep.yml", inventory, timeout=900, extravars=wrong),
+                         sim_cluster.hosts)
+        result = run_playbook("playbooks/link_measure.yml", inventory, timeout=900, extravars=wrong)
 
     assert result.status == "failed", result
     failed = dict(((h, t), m) for h, t, m in result.failures())
@@ -254,18 +260,50 @@ def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager,
     assert all(node["problems"] for node in nodes), nodes
     for host in sim_cluster.hosts:
         assert "%s: all-reduce busbw" % host in message and "below the floor of %s Gb/s" % floor in message, message
-    # Refused in its own play: nothing after it ran, the serving engine is the same process.
-    plays_with_tasks = [ev["event_data"].get("play") for ev in result.events if ev.get("event") == "runner_on_start"]
-    assert plays_with_tasks[-1] == LINK_PLAY, plays_with_tasks[-5:]
+    # Refused before the launch (deploy.yml runs this step before the model sync and the launch,
+    # tests/unit/test_deploy_steps.py): the serving engine is the same process.
     assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
 
-    # What the refused run changed before its link check, the link and host prep (env file,
-    # firewall), goes back with the right inventory: those two steps alone (issue 28), and the
-    # engine that kept serving is not touched (O2).
-    for step in ("playbooks/cluster_link.yml", "playbooks/host_prep.yml"):
-        assert_succeeded(run_playbook(step, sim_cluster.inventory, timeout=900, extravars={"gb10_profile": PROFILE}),
-                         sim_cluster.hosts)
+    # What the wrong inventory changed before the link check, host prep's env file and firewall,
+    # goes back with the right inventory, and the engine that kept serving is not touched (O2).
+    assert_succeeded(run_playbook("playbooks/host_prep.yml", sim_cluster.inventory, timeout=900,
+                                  extravars={"gb10_profile": PROFILE}), sim_cluster.hosts)
     assert {host: on_host(host, "cat", "/etc/gb10/nccl.env") for host in sim_cluster.hosts} == env_before
+    assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
+
+
+def test_a_pair_running_at_one_twins_rate_is_refused_with_both_figures(sim_cluster, serving, run_playbook):
+    # N5, issue 26: both twins are up and ACTIVE, every inferred check passes, but the pair moves
+    # only what one twin is rated for (a field report: 98 Gb/s on one HCA, 161 on both). The
+    # simulated twins are not rated as ConnectX-7 ports (gb10_sim.yml); here each is rated 3 Gb/s,
+    # the pair 6, and the wire NCCL's stand-in (Gloo) takes is held at 3 Gb/s: one twin's rate. The
+    # absolute floor (1.5 Gb/s) passes that; the floor from the rating (0.6 x 6) refuses it, with
+    # both figures. The link step alone, forced to measure beside the serving engine.
+    head = sim_cluster.head
+    engine_before = engine_process(head)
+    veths = [outer_veth(host, sim_cluster.link_port) for host in sim_cluster.hosts]
+    for veth in veths:
+        subprocess.run(["tc", "qdisc", "add", "dev", veth, "root", "tbf", "rate", "3gbit", "burst", "1mb",
+                        "latency", "50ms"], check=True, timeout=30)
+    try:
+        result = run_playbook("playbooks/link_measure.yml", sim_cluster.inventory, timeout=900,
+                              extravars={"gb10_profile": PROFILE, "gb10_deploy_measure_link": True,
+                                         "link_check_rated_share": {"roce": 0.6, "roce_ring": 0.6, "socket": 0},
+                                         "link_check_twin_gbit": 3})
+    finally:
+        for veth in veths:
+            subprocess.run(["tc", "qdisc", "del", "dev", veth, "root"], check=False, timeout=30)
+
+    assert result.status == "failed", result
+    message = dict(((h, t), m) for h, t, m in result.failures())[(head, LINK_TASK)]
+    busbw, unused_tcp, report_path = link_figures(message.split("Measured: ")[1])
+    with open(report_path) as f:
+        nodes = json.load(f)["nodes"]
+    assert all(abs(node["floor_gbit"] - 3.6) < 1e-6 for node in nodes), nodes
+    assert set(busbw) == set(sim_cluster.hosts) and max(busbw.values()) < 3.6, message
+    for host in sim_cluster.hosts:
+        assert "%s: all-reduce busbw" % host in message, message
+    assert "below the floor of 3.6 Gb/s (0.6 x 6 Gb/s rated: 2 RoCE HCA(s) x 3 Gb/s)" in message, message
     assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
 
 
@@ -582,6 +620,8 @@ def outer_veth(host, port):
 
 
 ROCE_TASK = "Detect RoCE devices, GID index and the data path from sysfs (N1, N5, N6)"
+PORTS_CHECK = "The cluster link's RoCE ports, every twin ACTIVE (N5)"  # nccl_env's drift entry
+RAY_CHECK = "Ray container present, running and configured as deployed (R2)"  # ray_cluster's
 
 
 def test_a_cable_half_down_is_refused_as_half_the_link(sim_cluster, run_playbook):
@@ -603,6 +643,9 @@ def test_a_cable_half_down_is_refused_as_half_the_link(sim_cluster, run_playbook
     try:
         result = run_playbook("playbooks/host_prep.yml", sim_cluster.inventory, timeout=900,
                               extravars={"gb10_profile": PROFILE})
+        # drift.yml, as the CI job runs it, names the same port on each host under N5 and still
+        # runs the host's other checks (the Ray containers' among them), which find nothing else.
+        drifted = drift(run_playbook, sim_cluster)
     finally:
         cable_half("up")
 
@@ -613,6 +656,10 @@ def test_a_cable_half_down_is_refused_as_half_the_link(sim_cluster, run_playbook
         assert ("%s (RoCE port roceP2p1s0f1/1) holds %s/24 but its port is 1: DOWN, not ACTIVE"
                 % (port, sim_cluster.twin_ips[host])) in messages[host], messages[host]
         assert "half the link (rule N5)" in messages[host], messages[host]
+    assert findings(drifted) == {(host, "N5") for host in sim_cluster.hosts}, drifted.failures()
+    ports = failure_messages(drifted, PORTS_CHECK)
+    assert all("its port is 1: DOWN, not ACTIVE" in ports[host] for host in sim_cluster.hosts), ports
+    assert set(drifted.results_by_host(task=RAY_CHECK)) == set(sim_cluster.hosts), drifted
     assert_succeeded(run_playbook("playbooks/host_prep.yml", sim_cluster.inventory, timeout=900,
                                   extravars={"gb10_profile": PROFILE}), sim_cluster.hosts)
 
