@@ -8,6 +8,8 @@
          image copy's MB/s is set against the plain TCP figure the link check measured between
          the same cluster addresses in the same run.
   no-op  the same deploy again at once; changed must be 0.
+  drift  playbooks/drift.yml --check --diff on that cluster, nothing drifted (issue 29's goal:
+         30 s or less on 2 nodes); it must pass.
   warm   playbooks/teardown.yml (removes the engine and the Ray containers, drops the page cache;
          keeps the image, the model on every node and model_sync's verified marks), then deploy:
          a relaunch in new containers, with the compile caches that ray_cluster keeps on every node
@@ -39,9 +41,10 @@ IMAGE_TASK = 'What this node got, for the summary and the callers'  # roles/serv
 LINK_TASK = "Keep this node's result"  # roles/link_check, tasks/probe.yml
 SMOKE_TASK = 'Send a chat request with a tool definition and max_tokens >= 512'  # roles/vllm_serve, V8
 TEARDOWN = os.path.join(TOP, 'playbooks', 'teardown.yml')
+DRIFT = os.path.join(TOP, 'playbooks', 'drift.yml')
 TARGETS = {
-    2: ('playbooks/deploy-m27.yml', 'inventory/sim.ini'),
-    3: ('playbooks/deploy-m3.yml', 'inventory/sim3.ini'),
+    2: ('playbooks/deploy-m27.yml', 'inventory/sim.ini', 'minimax-m27-nvfp4'),
+    3: ('playbooks/deploy-m3.yml', 'inventory/sim3.ini', 'minimax-m3-nvfp4'),
 }
 
 
@@ -116,11 +119,14 @@ def run(nodes=(2, 3)):
     result = {'cpus': os.cpu_count(), 'loadavg_before': os.getloadavg(), 'sizes': []}
     manager = cluster.Cluster()
     for count in nodes:
-        playbook, inventory = (os.path.join(TOP, p) for p in TARGETS[count])
+        playbook, inventory = (os.path.join(TOP, p) for p in TARGETS[count][:2])
+        profile = TARGETS[count][2]
         facts = os.path.join(OUT, 'deploy-facts-%d' % count)  # one fact cache per size, as a user has
         state = manager.up(count, fresh=True)
         rows = [phase('cold', *run_playbook(playbook, inventory, fact_cache=facts))]
         rows.append(phase('no-op', *run_playbook(playbook, inventory, fact_cache=facts)))
+        rows.append(phase('drift', *run_playbook(DRIFT, inventory, extravars={'gb10_profile': profile},
+                                                 fact_cache=facts, check=True)))
         teardown, unused_stats, unused_events = run_playbook(TEARDOWN, inventory, fact_cache=facts)
         rows.append(phase('warm', *run_playbook(playbook, inventory, fact_cache=facts)))
         run_playbook(TEARDOWN, inventory, fact_cache=facts)

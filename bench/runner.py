@@ -11,10 +11,10 @@ import ansible_runner
 from bench.hosts import OUT, TOP
 
 
-def run_playbook(playbook, inventory, extravars=None, fact_cache=None):
+def run_playbook(playbook, inventory, extravars=None, fact_cache=None, check=False):
     """(wall seconds, stats dict, events list; bench.events reads task timings from the events).
     Uses the project's ansible.cfg (forks, pipelining, ControlPersist, fact caching) so the
-    numbers are what users get."""
+    numbers are what users get. check: --check --diff, as drift.yml runs."""
     os.makedirs(OUT, exist_ok=True)  # deploy-time makes no light hosts, whose set-up would make it
     private = tempfile.mkdtemp(prefix='run-', dir=OUT)
     env = {
@@ -27,7 +27,7 @@ def run_playbook(playbook, inventory, extravars=None, fact_cache=None):
     runner = ansible_runner.run(
         private_data_dir=private, project_dir=TOP, playbook=os.path.abspath(playbook),
         inventory=os.path.abspath(inventory), extravars=extravars or {}, envvars=env,
-        quiet=True)
+        cmdline='--check --diff' if check else None, quiet=True)
     wall = time.perf_counter() - start
     if runner.status != 'successful':
         raise RuntimeError('%s on %s: %s (rc %s); events in %s'

@@ -8,8 +8,7 @@
 #             ansible-builder create makes the execution environment's build context
 #   unit      pytest tests/unit (modules, module_utils, filters, callback)
 #   engine    rendered engine command lines against the real vLLM argument parser (.venv-engine)
-#   molecule  every scenario under molecule/ that runs on its own test hosts (beside e2e where
-#             both run, at a lower CPU priority: see below)
+#   molecule  every scenario under molecule/ that runs on its own test hosts
 #   e2e       pytest tests/e2e on the simulated cluster, modules in their numbered order: the
 #             2-Spark cluster (deploy TP=2, re-run, drift, recover, exposure, faults), then the
 #             3-Spark cluster (deploy TP=3), then teardown
@@ -110,6 +109,10 @@ run_engine() {
 
 # The longest scenarios (measured: 4-10 minutes each under 3 jobs, the rest 1-4) start first, so
 # that the stage does not end on one of them running alone.
+# Not beside e2e: tried (2026-11-27, molecule at nice 10 while e2e ran), the first deploy's plays
+# took 2.5-4x as long (host prep 22 -> 79 s) and the simulated link's all-reduce fell under its
+# floor (1.3 Gb/s against 1.5): the scenarios' work runs in their containers, which nice does not
+# reach, and e2e's Ansible is as CPU-bound as theirs.
 molecule_longest=(preflight serving_image cluster_link leak_recovery)
 
 run_molecule() {
@@ -206,52 +209,11 @@ if [ "$laned" = 1 ]; then
   done
 fi
 
-# molecule beside e2e (and molecule-sim): e2e spends about a third of its time waiting (engine
-# start-ups, Ray, the image stream), measured with vmstat on this 2-core machine, and molecule's
-# scenarios are independent of the simulated cluster (their own hosts and subnets, 172.30.23x
-# against the simulation's 172.30.21x). The scenarios run at a lower CPU priority (nice 10) so the
-# simulated cluster's timing stays what e2e alone sees; their output goes to
-# tests/output/stages/molecule.log, printed when they end. GB10_MOLECULE_BESIDE=0 runs them alone.
-beside_pid=
-if [[ " ${rest[*]} " == *" molecule "* && " ${rest[*]} " == *" e2e "* && "${GB10_MOLECULE_BESIDE:-1}" = 1 ]]; then
-  beside_started=$SECONDS
-  (renice -n 10 -p "$BASHPID" >/dev/null; run_stage molecule) >"$stage_log/molecule.log" 2>&1 &
-  beside_pid=$!
-  echo "##### stage molecule: started beside the stages after it (nice 10; its output at its end)"
-  without=()
-  for s in "${rest[@]}"; do [ "$s" = molecule ] || without+=("$s"); done
-  rest=("${without[@]}")
-fi
-
-finish_beside() {
-  [ -n "$beside_pid" ] || return 0
-  local rc=0
-  wait "$beside_pid" || rc=$?
-  beside_pid=
-  cat "$stage_log/molecule.log"
-  [ "$rc" = 0 ] || { echo "##### stage molecule FAILED (exit $rc)"; return 1; }
-  times+=("molecule $(sed -n 's/^##### stage molecule passed in \([0-9]*\) s$/\1/p' "$stage_log/molecule.log") (beside the stages after it)")
-}
-
 for s in "${rest[@]}"; do
   started=$SECONDS
-  rc=0
-  # The image build is this shell's child: only this shell can wait for it.
-  case "$s" in e2e|molecule-sim) wait_sim_images ;; esac
-  # A job of its own, as in run_lane: set -e holds inside it.
-  run_stage "$s" &
-  wait $! || rc=$?
-  if [ "$rc" != 0 ]; then
-    echo "##### stage $s FAILED (exit $rc)"
-    finish_beside || true
-    exit "$rc"
-  fi
+  run_stage "$s"
   times+=("$s $((SECONDS - started))")
 done
-if [ -n "$beside_pid" ]; then
-  finish_beside
-  times+=("(molecule and the stages beside it $((SECONDS - beside_started)))")
-fi
 echo "##### stage times (s):"
 printf '#####   %s\n' "${times[@]}"
 echo "##### all stages passed in $SECONDS s: ${stages[*]}"

@@ -65,6 +65,30 @@ def test_the_profile_is_looked_up_in_one_place():
     assert users == [CONTEXT]
 
 
+def test_every_role_that_takes_a_profile_gets_the_resolved_one():
+    # A role that can look its profile up by name (preflight) or needs it (vllm_serve, ray_cluster)
+    # gets the run's resolved profile from the playbooks, not a second lookup.
+    takes = {'gb10.serving.preflight': 'preflight_profile', 'gb10.serving.vllm_serve': 'vllm_serve_profile',
+             'gb10.serving.ray_cluster': 'ray_cluster_profile'}
+    seen = []
+    for path in glob.glob(os.path.join(PLAYBOOKS, '*.yml')):
+        with open(path) as f:
+            plays = yaml.safe_load(f) or []
+        for play in plays:
+            tasks = (play.get('tasks') or []) + (play.get('pre_tasks') or [])
+            while tasks:
+                task = tasks.pop()
+                for section in ('block', 'rescue', 'always'):
+                    tasks.extend(task.get(section) or [])
+                include = task.get('ansible.builtin.include_role') or {}
+                if include.get('name') in takes and include.get('tasks_from') in (None, 'main'):
+                    seen.append((os.path.basename(path), include['name']))
+                    given = str((task.get('vars') or {}).get(takes[include['name']], ''))
+                    assert 'gb10_deploy_profile' in given, (path, include['name'], given)
+    assert {('preflight.yml', 'gb10.serving.preflight'), ('launch.yml', 'gb10.serving.ray_cluster'),
+            ('launch.yml', 'gb10.serving.vllm_serve')} <= set(seen), seen
+
+
 def test_launch_alone_refuses_a_weak_key_before_contacting_any_host(tmp_path):
     inventory = tmp_path / 'hosts.ini'
     inventory.write_text('[gb10_cluster]\nspark1 ansible_host=127.0.0.1 ansible_port=1 '
