@@ -353,7 +353,8 @@ class Cluster:
                                    "sh", keep])
             if name in IMAGE_HOLDERS:
                 self._ship_image(c, serving_image, image_name)
-            elif name in EARLIER_BUILD_HOLDERS:
+            elif name in EARLIER_BUILD_HOLDERS and not (fresh or created):
+                # A kept host: the earlier build is checked here (a fresh one got it above).
                 self._ship_image(c, earlier, earlier)
             # The head gets the model when it lacks this build of it (the marker names the build;
             # model_sync's manifests skip .gb10-* files).

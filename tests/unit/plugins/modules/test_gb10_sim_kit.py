@@ -227,3 +227,31 @@ def test_a_rank_whose_container_dies_under_it_leaks_until_a_reboot(kit, ledger, 
     kit.run('gb10-test-boot')  # a (simulated) reboot frees it
     failed, result = run_module(unified_memory.main, kit.args())
     assert not failed and not result['leaked']
+
+
+def test_a_kernel_update_without_modules_boots_a_node_without_its_gpu(kit, run_module):
+    # Rule H1, issue 27: the kit's node runs a kernel with the driver's modules; an update installs
+    # a newer kernel that DKMS built nothing for. boot_kernel names it before the reboot; booted
+    # anyway, nvidia-smi and the CUDA probe fail as on a Spark without its driver loaded.
+    from ansible_collections.gb10.serving.plugins.modules import boot_kernel
+    tree = str(kit.path / 'var' / 'lib' / 'gb10-sim' / 'root')
+    failed, before = run_module(boot_kernel.main, {'root': tree, 'branch': '580'})
+    assert not failed and before['ok'] and before['kernel'] == '6.11.0-1016-nvidia', before
+    assert [m['version'] for m in before['modules']] == ['580.142']
+
+    assert kit.run('gb10-sim-kernel', '6.17.0-1008-nvidia', '--no-modules').returncode == 0
+    failed, after = run_module(boot_kernel.main, {'root': tree, 'branch': '580'})
+    assert not failed and not after['ok'] and after['kernel'] == '6.17.0-1008-nvidia', after
+
+    assert kit.run('gb10-test-boot').returncode == 0  # the reboot the check would have refused
+    smi = kit.run('nvidia-smi')
+    assert smi.returncode == 9 and "couldn't communicate with the NVIDIA driver" in smi.stdout
+    assert kit.run('gb10-cuda-probe').returncode != 0
+    failed, memory = run_module(unified_memory.main, kit.args())
+    assert failed, memory
+
+    # The fix (the modules built for the new kernel), then a reboot: the GPU is back.
+    assert kit.run('gb10-sim-kernel', '6.17.0-1008-nvidia').returncode == 0
+    assert kit.run('gb10-test-boot').returncode == 0
+    assert kit.run('nvidia-smi').returncode == 0
+    assert run_module(boot_kernel.main, {'root': tree, 'branch': '580'})[1]['ok']

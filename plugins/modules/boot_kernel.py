@@ -1,0 +1,153 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: boot_kernel
+short_description: Tell which kernel a node boots next and whether the pinned NVIDIA driver's modules are there for it
+version_added: "0.1.0"
+description:
+  - A kernel update whose NVIDIA modules were never built (DKMS without the kernel's headers, a
+    module package not installed) brings a node back from its next reboot without a GPU (rule H1,
+    issue 27). Roles that reboot a node (C(gb10.serving.leak_recovery),
+    C(gb10.serving.modprobe_override)) run this first, through C(gb10.serving.nvidia_driver)'s
+    C(boot_check) entry point, and refuse the reboot when C(ok) is false.
+  - The next kernel is the one GRUB's default entry boots (C(GRUB_DEFAULT) in
+    C(/etc/default/grub), C(saved) through C(/boot/grub/grubenv), the entry's C(linux) line in
+    C(/boot/grub/grub.cfg)); where grub.cfg does not name it, the newest C(/boot/vmlinuz-*), which
+    is what GRUB's default entry boots on Ubuntu.
+  - The modules are every C(nvidia.ko*) under C(/lib/modules/<kernel>/); each one's version comes
+    from C(modinfo -F version), or from the file's own C(.modinfo) strings where modinfo cannot
+    read it. The kernel is fine when one of them is of O(branch).
+  - Reads only; never reports C(changed).
+options:
+  root:
+    description:
+      - The file system root below which C(boot/), C(etc/default/grub) and C(lib/modules/) are
+        read. Tests point it at a fixture tree (C(gb10_boot_root)).
+    type: path
+    default: /
+  branch:
+    description:
+      - The pinned driver branch (C(nvidia_driver_branch)), for example C(580).
+    type: str
+    required: true
+extends_documentation_fragment:
+  - gb10.serving.attributes
+  - gb10.serving.attributes.read_only
+'''
+
+EXAMPLES = r'''
+- name: Read which kernel the node boots next and its NVIDIA modules (H1)
+  gb10.serving.boot_kernel:
+    branch: "580"
+  register: boot
+
+- name: Refuse a reboot onto a kernel without them
+  ansible.builtin.assert:
+    that: boot.ok
+    fail_msg: "{{ inventory_hostname }}: {{ boot.problem }}. Fix: {{ boot.fix }}"
+'''
+
+RETURN = r'''
+kernel:
+  description: The kernel version the node boots next, or null when it cannot be told.
+  returned: always
+  type: str
+  sample: 6.17.0-1008-nvidia
+how:
+  description: How the next kernel was found.
+  returned: always
+  type: str
+  sample: "GRUB's default entry 'Ubuntu' (GRUB_DEFAULT=0)"
+running:
+  description: The kernel that runs now (C(uname -r)).
+  returned: always
+  type: str
+  sample: 6.11.0-1016-nvidia
+branch:
+  description: The branch the modules must be of (O(branch)).
+  returned: always
+  type: str
+  sample: "580"
+modules:
+  description: Every C(nvidia.ko*) under C(/lib/modules/<kernel>/) and its version (null where unreadable).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{path: /lib/modules/6.17.0-1008-nvidia/updates/dkms/nvidia.ko.zst, version: 580.142}]
+ok:
+  description: True when a module of O(branch) is there for the next kernel.
+  returned: always
+  type: bool
+problem:
+  description: Why a reboot now would come back without the driver, or null.
+  returned: always
+  type: str
+fix:
+  description: What to run before the reboot, or null.
+  returned: always
+  type: str
+  sample: "build them before the reboot: sudo apt-get install linux-headers-6.17.0-1008-nvidia && ..."
+'''
+
+import glob
+import os
+import platform
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gb10.serving.plugins.module_utils.boot_kernel import modinfo_version, next_kernel, plan
+
+
+def read_text(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return ''
+
+
+def module_version(module, path):
+    """modinfo's answer for the file, else its own .modinfo strings (an uncompressed .ko)."""
+    modinfo = module.get_bin_path('modinfo')
+    if modinfo:
+        rc, out, unused_err = module.run_command([modinfo, '-F', 'version', path])
+        if rc == 0 and out.strip():
+            return out.strip().splitlines()[0]
+    try:
+        with open(path, 'rb') as handle:
+            return modinfo_version(handle.read())
+    except (IOError, OSError):
+        return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type='path', default='/'),
+            branch=dict(type='str', required=True),
+        ),
+        supports_check_mode=True,
+    )
+    root = module.params['root']
+    boot = os.path.join(root, 'boot')
+    names = sorted(os.listdir(boot)) if os.path.isdir(boot) else []
+    kernel, how = next_kernel(read_text(os.path.join(boot, 'grub', 'grub.cfg')),
+                              read_text(os.path.join(root, 'etc', 'default', 'grub')),
+                              read_text(os.path.join(boot, 'grub', 'grubenv')), names)
+    modules = []
+    if kernel:
+        found = glob.glob(os.path.join(root, 'lib', 'modules', kernel, '**', 'nvidia.ko*'), recursive=True)
+        modules = [{'path': path, 'version': module_version(module, path)} for path in sorted(found)]
+    result = plan(kernel, how, modules, module.params['branch'], running=platform.release())
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == '__main__':
+    main()
