@@ -111,7 +111,7 @@ def next_kernel(grub_cfg, default_grub, grubenv, vmlinuz_names):
             return entry['kernel'], "GRUB's default entry %r (GRUB_DEFAULT=%s)" % (entry['title'], selector)
     if installed:
         newest = max(installed, key=version_key)
-        return newest, 'the newest kernel in /boot (GRUB boots it by default)'
+        return newest, 'the newest kernel in /boot, which GRUB boots by default'
     return None, 'no /boot/vmlinuz-* and no kernel in grub.cfg'
 
 
@@ -145,9 +145,9 @@ def plan(kernel, how, modules, branch, running=None):
                           'under /lib/modules/%s): the node would come back without its GPU (rule H1)'
                           % (kernel, how, kernel))
     else:
+        found = ', '.join('%s (%s)' % (m['path'], m.get('version') or 'no version') for m in modules)
         out['problem'] = ('the next boot is kernel %s (%s), whose NVIDIA module is %s, not of the pinned branch '
                           '%s (nvidia_driver_branch): the node would come back on another driver or none (rule H1)'
-                          % (kernel, how, ', '.join('%s (%s)' % (m['path'], m.get('version') or 'no version')
-                                                     for m in modules), branch))
+                          % (kernel, how, found, branch))
     out['fix'] = fix
     return out

@@ -54,7 +54,7 @@ def test_a_default_pinned_in_the_submenu_boots_that_kernel(grub_cfg):
 
 
 def test_without_grub_cfg_the_newest_vmlinuz_is_the_next_boot():
-    assert next_kernel('', '', '', VMLINUZ) == (NEW, 'the newest kernel in /boot (GRUB boots it by default)')
+    assert next_kernel('', '', '', VMLINUZ) == (NEW, 'the newest kernel in /boot, which GRUB boots by default')
     # A default that grub.cfg does not have falls back the same way.
     assert next_kernel('menuentry "x" {\n}\n', 'GRUB_DEFAULT=7\n', '', VMLINUZ)[0] == NEW
 
