@@ -28,19 +28,26 @@ def version_key(version):
             for part in re.split(r'(\d+)', version) if part]
 
 
+def _grubenv(grubenv, key):
+    for line in (grubenv or '').splitlines():
+        if line.startswith(key + '='):
+            return line.split('=', 1)[1].strip()
+    return ''
+
+
 def grub_default(default_grub, grubenv=''):
-    """GRUB_DEFAULT from /etc/default/grub ('0' when unset); 'saved' resolves to grubenv's
-    saved_entry ('0' when none was saved)."""
+    """The entry GRUB boots next: grubenv's next_entry when set (grub-reboot, a one-time choice
+    that grub.cfg's header takes first), else GRUB_DEFAULT from /etc/default/grub ('0' when unset),
+    'saved' resolving to grubenv's saved_entry ('0' when none was saved)."""
+    if _grubenv(grubenv, 'next_entry'):
+        return _grubenv(grubenv, 'next_entry')
     value = '0'
     for line in (default_grub or '').splitlines():
         match = re.match(r'''^\s*GRUB_DEFAULT=(?:"([^"]*)"|'([^']*)'|(\S*))''', line)
         if match:
             value = next(group for group in match.groups() if group is not None)
     if value == 'saved':
-        value = '0'
-        for line in (grubenv or '').splitlines():
-            if line.startswith('saved_entry='):
-                value = line.split('=', 1)[1].strip() or '0'
+        value = _grubenv(grubenv, 'saved_entry') or '0'
     return value
 
 

@@ -18,10 +18,11 @@ description:
     issue 27). Roles that reboot a node (C(gb10.serving.leak_recovery),
     C(gb10.serving.modprobe_override)) run this first, through C(gb10.serving.nvidia_driver)'s
     C(boot_check) entry point, and refuse the reboot when C(ok) is false.
-  - The next kernel is the one GRUB's default entry boots (C(GRUB_DEFAULT) in
-    C(/etc/default/grub), C(saved) through C(/boot/grub/grubenv), the entry's C(linux) line in
-    C(/boot/grub/grub.cfg)); where grub.cfg does not name it, the newest C(/boot/vmlinuz-*), which
-    is what GRUB's default entry boots on Ubuntu.
+  - The next kernel is the one GRUB boots next (C(next_entry) in C(/boot/grub/grubenv) when
+    C(grub-reboot) set one, else C(GRUB_DEFAULT) in C(/etc/default/grub), C(saved) through
+    grubenv's C(saved_entry); the entry's C(linux) line in C(/boot/grub/grub.cfg)); where grub.cfg
+    does not name it, the newest C(/boot/vmlinuz-*), which is what GRUB's default entry boots on
+    Ubuntu.
   - The modules are every C(nvidia.ko*) under C(/lib/modules/<kernel>/); each one's version comes
     from C(modinfo -F version), or from the file's own C(.modinfo) strings where modinfo cannot
     read it. The kernel is fine when one of them is of O(branch).

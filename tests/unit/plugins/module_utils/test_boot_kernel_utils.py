@@ -28,6 +28,9 @@ def test_grub_default_reads_the_setting_and_the_saved_entry():
     assert grub_default("GRUB_DEFAULT=saved\n", 'saved_entry=gnulinux-%s-advanced-x\n' % OLD) == \
         'gnulinux-%s-advanced-x' % OLD
     assert grub_default('GRUB_DEFAULT=saved\n', '# GRUB Environment Block\n') == '0'
+    # grub-reboot's one-time choice comes first, whatever GRUB_DEFAULT says.
+    assert grub_default('GRUB_DEFAULT=0\n', 'saved_entry=0\nnext_entry=1>2\n') == '1>2'
+    assert grub_default('GRUB_DEFAULT=0\n', 'next_entry=\n') == '0'
 
 
 def test_the_menu_of_a_generated_grub_cfg(grub_cfg):
