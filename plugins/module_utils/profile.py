@@ -38,6 +38,9 @@ OVERLAY_KEYS = {
     'ray': ('object_store_memory_bytes',),
     'fit': ('overhead_gib',),
     'readiness_timeout_s': None,
+    # Another model answers otherwise: the overlay's model brings its own expected answer; the
+    # question stays the profile's.
+    'known_answer': ('expect', 'max_tokens'),
     'why': None,
 }
 
@@ -223,9 +226,24 @@ def validate_profile(profile, source='<profile>'):
     _need(isinstance(fit, dict) and _is_num(fit.get('overhead_gib')) and fit['overhead_gib'] >= 0, source,
           'fit.overhead_gib', 'must be a number >= 0: GiB per node for activations, graphs and buffers')
 
+    _validate_known_answer(profile, source)
     _validate_sglang(profile, source)
     _validate_why(profile, source)
     return profile
+
+
+def _validate_known_answer(profile, source):
+    """known_answer (issue 27): a question whose greedy answer the smoke test checks, because a
+    reply of the right shape can still be wrong (a broken tensor-parallel split answers fluently)."""
+    known = profile.get('known_answer')
+    _need(isinstance(known, dict), source, 'known_answer',
+          'must be a mapping with prompt, expect and max_tokens: a question with one right answer, the text '
+          'that answer contains, and the token budget to reach it (thinking included, V8)')
+    for key in ('prompt', 'expect'):
+        _need(isinstance(known.get(key), str) and known[key].strip(), source, 'known_answer.%s' % key,
+              'must be a non-empty string')
+    _need(_is_int(known.get('max_tokens')) and known['max_tokens'] >= 1, source, 'known_answer.max_tokens',
+          'must be an integer >= 1 (a reasoning model needs room to think first, V8)')
 
 
 def _validate_sglang(profile, source):

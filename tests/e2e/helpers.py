@@ -19,6 +19,10 @@ PROFILE = "minimax-m27-nvfp4"  # what deploy-m27.yml deploys
 # deploy.yml's last step alone (issue 28): recover leaks before a new launch, Ray, engine, smoke
 # test, summary. Fault cases of the launch re-run only this step; it needs the profile passed.
 LAUNCH = "playbooks/launch.yml"
+# The known-answer check of every launch (roles/vllm_serve, issue 27) and what the simulation's
+# tiny model answers at any TP (profiles/overlays/sim-cpu.yml, tests/sim/model/make_tiny_model.py).
+KNOWN_ANSWER_TASK = "The engine gives the answer the profile expects"
+TINY_ANSWER = " the cluster answers."
 HEAD = "gb10-ray-head"  # gb10_ray_head_container's default
 WORKER = "gb10-ray-worker"  # gb10_ray_worker_container's default
 PORT = 8000  # serve.port of profiles/minimax-m27-nvfp4.yml and minimax-m3-nvfp4.yml

@@ -14,8 +14,8 @@ import openai
 import pytest
 import yaml
 
-from .helpers import (HEAD, PLAYBOOK, PORT, SUMMARY_TASK, WORKER, api_key, assert_succeeded, engine_process,
-                      link_figures, link_state, on_host)
+from .helpers import (HEAD, KNOWN_ANSWER_TASK, PLAYBOOK, PORT, SUMMARY_TASK, TINY_ANSWER, WORKER, api_key,
+                      assert_succeeded, engine_process, link_figures, link_state, on_host)
 
 TP = 2
 
@@ -37,6 +37,9 @@ def test_the_run_ends_with_the_endpoint_and_the_answer_it_received(sim_cluster, 
     assert len(answered) == 1, summary
     said = answered[0][len("Smoke test (V8) answered: "):]
     assert said and (said[:40] == (message.get("content") or "").strip()[:40] or message.get("tool_calls")), (said, message)
+    # Issue 27: the profile's question, greedy, got the tiny model's answer at TP=1 over both ranks.
+    known = deployed.results_by_host(task=KNOWN_ANSWER_TASK)[head]["msg"]
+    assert known.startswith("known answer: ") and TINY_ANSWER in known, known
 
 
 def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):

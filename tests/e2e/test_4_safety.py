@@ -11,11 +11,13 @@
   every inferred check accepts is refused by the link probe before anything stops, with its
   figures (host prep and the link step with that inventory, deploy.yml's steps up to the check);
 - faults injected while a run goes on (through ansible-runner's event stream, at a known step):
-  a node that stops answering SSH halfway, an engine that is not ready in time, a Ray worker
+  a node that stops answering SSH halfway (`full`), an engine that is not ready in time, a Ray worker
   killed while the engine starts. Each run stops naming the host and the next step; model files
   stay; a serving engine is not torn down by a run that fails before it; logs of a failed start
   are collected to the controller (a model copy cut halfway is molecule/model_sync's, a role-only
   case: issue 28);
+- a wrong expected answer (issue 27): the launch step on the serving cluster fails its known-answer
+  check with the question, both answers and the drift command, and leaves the engine running;
 - teardown after that failed start: playbooks/teardown.yml stops the engine within its bound
   (H4), leaves no node leaked and no Ray container;
 - Ray containers without the RDMA settings (issue 26): the engine's NCCL, on sockets there, is
@@ -47,8 +49,8 @@ import docker
 import pytest
 
 from .conftest import sim
-from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, LOGS_TASK, PLAYBOOK, PORT, PROFILE, TOP,
-                      WORKER, api_key, assert_succeeded, drift, findings, leaks,
+from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_TASK, LAUNCH, LOGS_TASK, PLAYBOOK,
+                      PORT, PROFILE, TINY_ANSWER, TOP, WORKER, api_key, assert_succeeded, drift, findings, leaks,
                       engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_container_ids, ray_containers,
                       role_playbook, run_text, user_env, when_task_starts)
 
@@ -307,6 +309,10 @@ def test_a_pair_running_at_one_twins_rate_is_refused_with_both_figures(sim_clust
     assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
 
 
+# `full` (issue 28's budget): the printed-next-step case below loses the same node during deploy.yml
+# and shows the run stopping with its next step and the serving engine kept; a model copy cut
+# halfway is molecule/model_sync's.
+@pytest.mark.full
 def test_a_node_lost_halfway_stops_the_run_and_keeps_the_serving_engine(sim_cluster, serving, run_playbook):
     head, worker = sim_cluster.hosts
     engine_before = engine_process(head)
@@ -387,6 +393,8 @@ def test_the_printed_next_step_runs_when_pasted(sim_cluster, serving, tmp_path):
     assert healthy(head)
 
 
+# `full` (issue 28's budget): role model_sync alone, against the client machine playing the Hub.
+@pytest.mark.full
 def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_cluster, serving, client,
                                                                            run_playbook, tmp_path):
     head, worker = sim_cluster.hosts
@@ -467,6 +475,30 @@ def test_a_new_api_key_restarts_only_the_engine(sim_cluster, serving, run_playbo
     codes = [on_host(head, "docker", "exec", HEAD, "python3", "-c", script, url, key).strip() for key in (new_key, old_key)]
     assert codes == ["200", "401"], codes
     assert new_key not in run_text(result)
+
+
+def test_a_wrong_expected_answer_fails_the_smoke_test_with_both_answers(sim_cluster, serving, run_playbook):
+    # Issue 27: the profile's known answer is checked on every run, kept engine included. Expecting
+    # the real recipe's answer ("42") from the tiny model is a wrong expected answer: the launch step
+    # fails naming the question, what the engine said and what was expected, and leaves it running.
+    head = sim_cluster.head
+    engine_before = engine_process(head)
+    question = "What is 17 + 25? Reply with the number only."
+    wrong = {"prompt": question, "expect": "42", "max_tokens": 16}
+
+    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800,
+                          extravars={"gb10_profile": PROFILE, "vllm_serve_known_answer": wrong})
+
+    assert result.status == "failed", result
+    # The check itself failed, on the head only; the launch's failure repeats it with the logs (H9).
+    failures = dict(((h, t), m) for h, t, m in result.failures())
+    assert set(failures) == {(head, KNOWN_ANSWER_TASK), (head, LOGS_TASK)}, failures
+    message = failures[(head, LOGS_TASK)]
+    assert json.dumps(question) in message and TINY_ANSWER in message, message
+    assert "known_answer.expect is \"42\"" in message and "The engine was left running" in message, message
+    # The drift command it prints names what drift.yml needs: the inventory and the profile.
+    assert "-e gb10_profile=%s" % PROFILE in message and sim_cluster.inventory in message, message
+    assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
 
 
 def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, run_playbook):

@@ -14,7 +14,8 @@ import subprocess
 import openai
 import pytest
 
-from .helpers import HEAD, api_key, assert_succeeded, engine_process, ok_results, on_host
+from .helpers import (HEAD, KNOWN_ANSWER_TASK, TINY_ANSWER, api_key, assert_succeeded, engine_process, ok_results,
+                      on_host)
 
 PLAYBOOK = "playbooks/deploy-m3.yml"
 PORT = 8000  # serve.port of profiles/minimax-m3-nvfp4.yml
@@ -53,6 +54,10 @@ def test_ray_sees_three_nodes(sim_cluster3, deployed3):
 def test_engine_is_tp3_and_answers(sim_cluster3, deployed3):
     unused_pid, unused_start, argv = engine_process(sim_cluster3.head)
     assert argv[argv.index("--tensor-parallel-size") + 1] == "3"
+    # Issue 27: over three ranks, each with a third of the vocabulary, the deploy's greedy question
+    # got the same answer as the tiny model at TP=1.
+    known = deployed3.results_by_host(task=KNOWN_ANSWER_TASK)[sim_cluster3.head]["msg"]
+    assert known.startswith("known answer: ") and TINY_ANSWER in known, known
     client = openai.OpenAI(base_url="http://%s:%d/v1" % (sim_cluster3.ips[sim_cluster3.head], PORT),
                            api_key=api_key(sim_cluster3.head), timeout=300, max_retries=0)
     answer = client.chat.completions.create(

@@ -6,10 +6,13 @@
 # The image is the "host" of every molecule scenario and of the simulated Spark cluster: sshd and
 # python3 for Ansible, docker.io so a test host can run its own engine (Docker-in-Docker, see
 # tests/sim/README.md, "Test hosts that run their own Docker engine"), rsync for model_sync, kmod/procps for the host roles.
+# netplan.io and python3-requests: a Spark has both from DGX OS (it configures its network with
+# netplan; the community.docker modules need requests on the node), and each scenario that needs
+# them spent 15-30 s installing them from Debian's mirror (issue 28's test budget).
 set -euo pipefail
 
 suite=bookworm
-packages=python3,python3-apt,openssh-server,iproute2,sudo,procps,kmod,ca-certificates,curl,rsync,docker.io,iptables,gnupg,less,iputils-ping,netcat-openbsd,dpkg-dev
+packages=python3,python3-apt,openssh-server,iproute2,sudo,procps,kmod,ca-certificates,curl,rsync,docker.io,iptables,gnupg,less,iputils-ping,netcat-openbsd,dpkg-dev,netplan.io,python3-requests
 hash=$(cat "$0" | sha256sum | cut -c1-12)
 tag="gb10-test-host:${hash}"
 

@@ -34,15 +34,20 @@ SHAPE = {
 # minimax_m3 and deepseek_v4 parsers refuse a tokenizer without them as single tokens.
 SPECIAL = ["<|begin|>", "<|end|>", "<|pad|>", "<|system|>", "<|user|>", "<|assistant|>",
            "<think>", "</think>", "<mm:think>", "</mm:think>"]
-# The model ends its answers (EOS) after any of ANSWER_ENDERS tokens, none special and none of
-# the generation prompt's, so an answer is never empty and is about 768 / 64 = 12 tokens long
-# where random weights would fill every max_tokens (512 tokens of noise took 20-60 s per request
-# on 2 cores). 64 rather than 16 (48 tokens): every launch's smoke test and every chat of the e2e
-# suite waits for one answer, which took 10-25 s at 48 tokens over TP=2 and TP=3 (issue 28's
-# budget); a dozen tokens still prove that the engine generates across the ranks. How: the token
-# embeddings are scaled up so the current token dominates the last hidden state, and EOS's row of
-# lm_head points at the enders' embeddings (logit ~ENDER_LOGIT after one of them, near 0 after any
-# other token, against ~0.4 for the rest of the vocabulary).
+# Every answer of the model is KNOWN_ANSWER, then EOS, greedy or sampled: the profiles' known-answer
+# check (issue 27) has an answer to expect, and each launch's smoke test waits for a few tokens
+# instead of max_tokens of noise (512 tokens took 20-60 s per request on 2 cores). How: the token
+# embeddings are scaled up so that the current token dominates the last hidden state, and lm_head's
+# row of each answer token points at the embedding of the token before it (the generation prompt's
+# last token for the first one, the answer's last token for EOS): a logit of ~CHAIN_LOGIT for the
+# next token of the answer against ~1-5 for any other. Those rows lie in every tensor-parallel
+# shard of the vocabulary (embedding and lm_head are split by vocabulary rows), so the answer comes
+# back only when every rank's part of both arrives: the expected answer at TP=1 (checked here with
+# transformers) is what a broken split at TP=2 or TP=3 changes.
+# A token sampled off the answer (rare at temperature 1) still ends the answer: EOS follows any of
+# ANSWER_ENDERS other tokens with ~ENDER_LOGIT.
+KNOWN_ANSWER = " the cluster answers."
+CHAIN_LOGIT = 20.0
 ANSWER_ENDERS = 64
 EMBEDDING_SCALE = 50.0  # init std 0.02 -> ~1, above what the two random layers add
 ENDER_LOGIT = 12.0
@@ -89,22 +94,48 @@ def train_tokenizer(corpus, out):
     return fast
 
 
-def end_answers(model, fast):
-    """Make EOS follow one of ANSWER_ENDERS tokens (see above), chosen with a fixed seed."""
-    prompt = set(fast.encode(fast.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False,
-                                                      add_generation_prompt=True), add_special_tokens=False))
-    excluded = set(fast.all_special_ids) | prompt
+def answer_tokens(fast):
+    """(the generation prompt's last token, KNOWN_ANSWER's tokens); refuses an answer whose tokens
+    repeat, are special, or do not fall in every TP shard of the vocabulary."""
+    prompt = fast.encode(fast.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False,
+                                                  add_generation_prompt=True), add_special_tokens=False)
+    answer = fast.encode(KNOWN_ANSWER, add_special_tokens=False)
+    if len(set(answer)) != len(answer) or set(answer) & (set(fast.all_special_ids) | {prompt[-1]}):
+        raise SystemExit("KNOWN_ANSWER %r: tokens %s repeat, are special or end the prompt" % (KNOWN_ANSWER, answer))
+    for tp in TP_SIZES:
+        shard = SHAPE["vocab_size"] // tp
+        if {i // shard for i in answer} != set(range(tp)):
+            raise SystemExit("KNOWN_ANSWER %r: tokens %s miss a vocabulary shard at TP=%d" % (KNOWN_ANSWER, answer, tp))
+    return prompt[-1], answer
+
+
+def shape_answers(model, fast):
+    """Make every answer KNOWN_ANSWER then EOS, and any detour end soon after (see above)."""
+    start, answer = answer_tokens(fast)
+    chain = list(zip([start] + answer, answer + [fast.eos_token_id]))
+    excluded = set(fast.all_special_ids) | {start} | set(answer)
     candidates = [i for i in range(fast.backend_tokenizer.get_vocab_size()) if i not in excluded]
     order = torch.randperm(len(candidates), generator=torch.Generator().manual_seed(1))
     enders = [candidates[i] for i in order[:ANSWER_ENDERS].tolist()]
+    # After the final RMSNorm the hidden state has length ~sqrt(hidden_size).
+    unit = 1.0 / SHAPE["hidden_size"] ** 0.5
     with torch.no_grad():
         embeddings = model.model.embed_tokens.weight
         embeddings.mul_(EMBEDDING_SCALE)
-        directions = embeddings[enders] / embeddings[enders].norm(dim=1, keepdim=True)
-        # After the final RMSNorm the hidden state has length ~sqrt(hidden_size).
-        scale = ENDER_LOGIT / SHAPE["hidden_size"] ** 0.5
-        model.lm_head.weight[fast.eos_token_id] = scale * directions.sum(0)
-    return enders
+        direction = embeddings / embeddings.norm(dim=1, keepdim=True)
+        model.lm_head.weight[fast.eos_token_id] = ENDER_LOGIT * unit * direction[enders].sum(0)
+        for before, after in chain:
+            model.lm_head.weight[after] += CHAIN_LOGIT * unit * direction[before]
+    return answer, enders
+
+
+def greedy_answer(model, fast, question):
+    """The model's greedy answer at TP=1, as transformers computes it."""
+    ids = fast.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
+                                   return_tensors="pt", return_dict=True)["input_ids"]
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=fast.pad_token_id)
+    return fast.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
 
 
 def main():
@@ -125,11 +156,18 @@ def main():
         **SHAPE
     )
     model = LlamaForCausalLM(config)
-    enders = end_answers(model, fast)
+    answer, enders = shape_answers(model, fast)
     model = model.to(torch.bfloat16)
+    # The reference the simulation overlay's known answer is (profiles/overlays/sim-cpu.yml): refuse
+    # a model whose greedy answer at TP=1 is anything else, whatever the question.
+    for question in ("What is 17 + 25? Reply with the number only.", "What is the weather in Paris?"):
+        got = greedy_answer(model, fast, question)
+        if got != KNOWN_ANSWER:
+            raise SystemExit("greedy answer to %r at TP=1 is %r, not %r" % (question, got, KNOWN_ANSWER))
     model.save_pretrained(out, safe_serialization=True)
     with open(os.path.join(out, "gb10-sim-model.json"), "w") as f:
-        json.dump({"made_by": "tests/sim/model/make_tiny_model.py", "shape": SHAPE, "answer_enders": enders,
+        json.dump({"made_by": "tests/sim/model/make_tiny_model.py", "shape": SHAPE, "known_answer": KNOWN_ANSWER,
+                   "answer_tokens": answer, "answer_enders": enders,
                    "tokenizer_tokens": fast.backend_tokenizer.get_vocab_size()}, f, indent=1)
 
 

@@ -1,6 +1,8 @@
 """Profiles (M1): every shipped profile validates, the sim overlay changes only what it may,
 and malformed profiles fail with messages that name the field and the fix."""
+import ast
 import copy
+import os
 import re
 
 import pytest
@@ -14,7 +16,8 @@ from profile_helpers import RAW, SIM, real, sim
 # device flags and sizes (profiles/README.md).
 ALLOWED_PREFIXES = ('image', 'model.path', 'model.weights_gb', 'model.shape', 'model.checkpoint_format',
                     'model.family', 'device_args', 'device_env', 'size_args', 'gpu_memory_utilization',
-                    'ray.object_store_memory_bytes', 'fit.overhead_gib', 'readiness_timeout_s', 'why')
+                    'ray.object_store_memory_bytes', 'fit.overhead_gib', 'readiness_timeout_s',
+                    'known_answer.expect', 'known_answer.max_tokens', 'why')
 
 
 def flatten(value, prefix=''):
@@ -91,6 +94,40 @@ def test_overlay_may_not_change_tensor_parallel_size():
 def test_overlay_may_not_change_served_name():
     with pytest.raises(P.ProfileError, match=r'model.served_name may not be changed'):
         P.load('minimax-m27-nvfp4', RAW, {'model': {'served_name': 'x'}}, 'bad')
+
+
+def test_overlay_may_not_change_the_known_answer_question():
+    with pytest.raises(P.ProfileError, match=r'known_answer.prompt may not be changed'):
+        P.load('minimax-m27-nvfp4', RAW, {'known_answer': {'prompt': 'Say yes.'}}, 'bad')
+
+
+@pytest.mark.parametrize('name', sorted(RAW))
+def test_every_profile_asks_a_question_with_one_right_answer(name):
+    known = real(name)['known_answer']
+    assert known == {'prompt': 'What is 17 + 25? Reply with the number only.', 'expect': '42', 'max_tokens': 1024}
+    # The simulation asks the same question and expects the tiny model's answer (its KNOWN_ANSWER).
+    assert sim(name)['known_answer']['prompt'] == known['prompt']
+
+
+def test_the_sim_overlay_expects_the_tiny_models_answer():
+    # tests/sim/model/make_tiny_model.py builds a model whose greedy answer at TP=1 is KNOWN_ANSWER
+    # (it checks that with transformers before saving): the overlay must expect exactly that.
+    source = os.path.join(os.path.dirname(__file__), *(['..'] * 3), 'sim', 'model', 'make_tiny_model.py')
+    with open(source) as f:
+        tree = ast.parse(f.read())
+    answer = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
+              and [t.id for t in node.targets if isinstance(t, ast.Name)] == ['KNOWN_ANSWER']]
+    assert answer and SIM['known_answer']['expect'] == answer[0]
+
+
+@pytest.mark.parametrize('mutate, message', [
+    (lambda p: p.pop('known_answer'), r'known_answer: must be a mapping with prompt, expect and max_tokens'),
+    (lambda p: p['known_answer'].update({'expect': ' '}), r'known_answer.expect: must be a non-empty string'),
+    (lambda p: p['known_answer'].update({'max_tokens': 0}), r'known_answer.max_tokens: must be an integer >= 1'),
+])
+def test_a_profile_without_a_usable_known_answer_is_refused(mutate, message):
+    with pytest.raises(P.ProfileError, match=message):
+        P.load('minimax-m27-nvfp4', _broken(mutate))
 
 
 def test_unknown_profile_lists_known_ones():
