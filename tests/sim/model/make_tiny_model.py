@@ -43,7 +43,9 @@ SPECIAL = ["<|begin|>", "<|end|>", "<|pad|>", "<|system|>", "<|user|>", "<|assis
 # next token of the answer against ~1-5 for any other. Those rows lie in every tensor-parallel
 # shard of the vocabulary (embedding and lm_head are split by vocabulary rows), so the answer comes
 # back only when every rank's part of both arrives: the expected answer at TP=1 (checked here with
-# transformers) is what a broken split at TP=2 or TP=3 changes.
+# transformers) is what a broken vocabulary split at TP=2 or TP=3 changes. The two random layers
+# add too little to the hidden state for a broken attention or MLP split to change it; a real
+# model's answer depends on every layer, which is what the profiles' own known answers check.
 # A token sampled off the answer (rare at temperature 1) still ends the answer: EOS follows any of
 # ANSWER_ENDERS other tokens with ~ENDER_LOGIT.
 KNOWN_ANSWER = " the cluster answers."
