@@ -442,6 +442,32 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
             on_host(host, "rm", "-rf", path)
 
 
+def test_a_wrong_expected_answer_fails_the_smoke_test_with_both_answers(sim_cluster, serving, run_playbook):
+    # Issue 27: the profile's known answer is checked on every run, kept engine included. Expecting
+    # the real recipe's answer ("42") from the tiny model is a wrong expected answer: the launch step
+    # fails naming the question, what the engine said and what was expected, and leaves it running.
+    head = sim_cluster.head
+    engine_before = engine_process(head)
+    question = "What is 17 + 25? Reply with the number only."
+    wrong = {"prompt": question, "expect": "42", "max_tokens": 16}
+
+    # The same launch as the serving engine's (before the new-key case gives it a key of its own):
+    # the engine is kept and the check runs on it as on a no-op re-run (O2).
+    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800,
+                          extravars={"gb10_profile": PROFILE, "vllm_serve_known_answer": wrong})
+
+    assert result.status == "failed", result
+    # The check itself failed, on the head only; the launch's failure repeats it with the logs (H9).
+    failures = dict(((h, t), m) for h, t, m in result.failures())
+    assert set(failures) == {(head, KNOWN_ANSWER_TASK), (head, LOGS_TASK)}, failures
+    message = failures[(head, LOGS_TASK)]
+    assert json.dumps(question) in message and TINY_ANSWER in message, message
+    assert "known_answer.expect is \"42\"" in message and "The engine was left running" in message, message
+    # The drift command it prints names what drift.yml needs: the inventory and the profile.
+    assert "-e gb10_profile=%s" % PROFILE in message and sim_cluster.inventory in message, message
+    assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
+
+
 def test_a_new_api_key_restarts_only_the_engine(sim_cluster, serving, run_playbook):
     # Issue 19: the key reaches the engine through its launch script, never through the Ray
     # containers' environment, so a new key restarts the engine and leaves Ray running. The launch
@@ -475,30 +501,6 @@ def test_a_new_api_key_restarts_only_the_engine(sim_cluster, serving, run_playbo
     codes = [on_host(head, "docker", "exec", HEAD, "python3", "-c", script, url, key).strip() for key in (new_key, old_key)]
     assert codes == ["200", "401"], codes
     assert new_key not in run_text(result)
-
-
-def test_a_wrong_expected_answer_fails_the_smoke_test_with_both_answers(sim_cluster, serving, run_playbook):
-    # Issue 27: the profile's known answer is checked on every run, kept engine included. Expecting
-    # the real recipe's answer ("42") from the tiny model is a wrong expected answer: the launch step
-    # fails naming the question, what the engine said and what was expected, and leaves it running.
-    head = sim_cluster.head
-    engine_before = engine_process(head)
-    question = "What is 17 + 25? Reply with the number only."
-    wrong = {"prompt": question, "expect": "42", "max_tokens": 16}
-
-    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800,
-                          extravars={"gb10_profile": PROFILE, "vllm_serve_known_answer": wrong})
-
-    assert result.status == "failed", result
-    # The check itself failed, on the head only; the launch's failure repeats it with the logs (H9).
-    failures = dict(((h, t), m) for h, t, m in result.failures())
-    assert set(failures) == {(head, KNOWN_ANSWER_TASK), (head, LOGS_TASK)}, failures
-    message = failures[(head, LOGS_TASK)]
-    assert json.dumps(question) in message and TINY_ANSWER in message, message
-    assert "known_answer.expect is \"42\"" in message and "The engine was left running" in message, message
-    # The drift command it prints names what drift.yml needs: the inventory and the profile.
-    assert "-e gb10_profile=%s" % PROFILE in message and sim_cluster.inventory in message, message
-    assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
 
 
 def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, run_playbook):
