@@ -20,9 +20,11 @@ PROFILE = "minimax-m27-nvfp4"  # what deploy-m27.yml deploys
 # test, summary. Fault cases of the launch re-run only this step; it needs the profile passed.
 LAUNCH = "playbooks/launch.yml"
 # The known-answer check of every launch (roles/vllm_serve, issue 27) and what the simulation's
-# tiny model answers at any TP (profiles/overlays/sim-cpu.yml, tests/sim/model/make_tiny_model.py).
+# tiny model answers at any TP: the overlay's expectation (a unit test ties it to
+# tests/sim/model/make_tiny_model.py's KNOWN_ANSWER), read here rather than written a third time.
 KNOWN_ANSWER_TASK = "The engine gives the answer the profile expects"
-TINY_ANSWER = " the cluster answers."
+with open(os.path.join(TOP, "profiles", "overlays", "sim-cpu.yml")) as _overlay:
+    TINY_ANSWER = yaml.safe_load(_overlay)["known_answer"]["expect"]
 HEAD = "gb10-ray-head"  # gb10_ray_head_container's default
 WORKER = "gb10-ray-worker"  # gb10_ray_worker_container's default
 PORT = 8000  # serve.port of profiles/minimax-m27-nvfp4.yml and minimax-m3-nvfp4.yml
