@@ -1,0 +1,110 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The serving watchdog's decisions (issue 27, rule O4), kept pure so unit tests cover them.
+
+The watchdog program (roles/vllm_serve/files/gb10_watchdog.py) runs on the head node and imports
+this file from the folder the role copies both into; nothing here touches the network or Docker.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+# The states the watchdog reports (metrics, the state file that drift.yml reads).
+SERVING = "serving"
+FAILING = "failing"
+RECOVERING = "recovering"
+OUT_OF_BUDGET = "out_of_budget"
+WRONG_ANSWER = "wrong_answer"
+STATES = (SERVING, FAILING, RECOVERING, OUT_OF_BUDGET, WRONG_ANSWER)
+
+
+def probe_verdict(probe, expect=None):
+    """What one probe says about the engine: 'ok', 'hang', 'down' or 'wrong'.
+
+    probe: {'error': None or 'timeout' or 'refused' or text, 'tokens': int, 'content': str}.
+    A hang is no token within the deadline, whatever /health says (an engine whose rank is stalled
+    keeps answering /health). expect: when given, the content must contain it ('wrong' if not).
+    """
+    error = probe.get("error")
+    if error == "timeout":
+        return "hang"
+    if error:
+        return "down"
+    if int(probe.get("tokens") or 0) < 1:
+        return "hang"
+    if expect is not None and expect not in (probe.get("content") or ""):
+        return "wrong"
+    return "ok"
+
+
+def budget_left(recoveries, now, max_restarts, window_s):
+    """Recoveries the budget still allows: max_restarts minus those started within window_s."""
+    recent = [t for t in recoveries if now - float(t) < float(window_s)]
+    return max(0, int(max_restarts) - len(recent))
+
+
+def next_action(state, verdict, failures, failures_to_recover, budget):
+    """The watchdog's next step after a probe.
+
+    state: the state file's 'status'; failures: consecutive failed probes, this one included;
+    budget: budget_left(). Returns (action, status): action is 'none', 'recover' or 'give_up'.
+    An exhausted budget is final: the watchdog leaves everything to the operator until a deploy
+    run that served gives the budget back (no restart loops).
+    """
+    if state == OUT_OF_BUDGET:
+        return "none", OUT_OF_BUDGET
+    if verdict == "ok":
+        return "none", SERVING
+    if verdict == "wrong":
+        # A relaunch of the same launch gives the same wrong answer: the operator's case.
+        return "none", WRONG_ANSWER
+    if failures < int(failures_to_recover):
+        return "none", FAILING
+    if budget < 1:
+        return "give_up", OUT_OF_BUDGET
+    return "recover", RECOVERING
+
+
+def metrics_text(state, now, max_restarts, window_s):
+    """The state as Prometheus text exposition (a node-exporter textfile)."""
+    recoveries = state.get("recoveries", [])
+    last = state.get("last_probe") or {}
+    lines = []
+
+    def metric(name, kind, help_text, value, labels=""):
+        lines.append("# HELP %s %s" % (name, help_text))
+        lines.append("# TYPE %s %s" % (name, kind))
+        lines.append("%s%s %s" % (name, labels, _number(value)))
+
+    status = state.get("status", SERVING)
+    metric("gb10_watchdog_up", "gauge", "1 while the watchdog runs its loop.", 1)
+    lines.append("# HELP gb10_watchdog_status The watchdog's state (1 for the current one).")
+    lines.append("# TYPE gb10_watchdog_status gauge")
+    for name in STATES:
+        lines.append('gb10_watchdog_status{status="%s"} %d' % (name, 1 if name == status else 0))
+    metric("gb10_engine_answering", "gauge", "1 when the last probe got tokens in time.",
+           1 if last.get("verdict") in ("ok", "wrong") else 0)
+    metric("gb10_engine_answer_correct", "gauge",
+           "1 when the known answer checked after the last recovery was right, 0 wrong (NaN: none checked yet).",
+           state.get("answer_correct"))
+    metric("gb10_probe_time_to_first_token_seconds", "gauge", "Time to the probe's first token (NaN: none).",
+           last.get("ttft_s"))
+    metric("gb10_probe_timestamp_seconds", "gauge", "When the last probe ended (Unix time).", last.get("at"))
+    metric("gb10_watchdog_failed_probes", "gauge", "Consecutive probes without an answer.", state.get("failures", 0))
+    metric("gb10_watchdog_recoveries_total", "counter", "Recoveries started since the budget was last given back.",
+           len(recoveries))
+    metric("gb10_watchdog_restart_budget_left", "gauge", "Recoveries the budget still allows in its window.",
+           budget_left(recoveries, now, max_restarts, window_s) if status != OUT_OF_BUDGET else 0)
+    return "\n".join(lines) + "\n"
+
+
+def _number(value):
+    if value is None:
+        return "NaN"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return json.dumps(value) if isinstance(value, (int, float)) else str(value)

@@ -1,0 +1,291 @@
+# gb10.serving: the serving watchdog (issue 27, rule O4), installed by vllm_serve's `watchdog`
+# entry point. It runs on the head node in a container of the serving image, restarted by Docker
+# (restart policy unless-stopped) when it or the node stops, and talks only to the head's Docker
+# socket and the engine's API on 127.0.0.1. Its decisions are gb10_watchdog_logic.py
+# (plugins/module_utils/watchdog.py, unit-tested); this file is the loop and its I/O.
+"""Usage: gb10_watchdog.py CONFIG.json"""
+
+import datetime
+import http.client
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gb10_watchdog_logic as logic  # noqa: E402  (copied beside this file)
+
+DOCKER_SOCKET = "/var/run/docker.sock"
+stopping = False
+
+
+def log(message):
+    print("%s gb10-watchdog: %s" % (datetime.datetime.now(datetime.timezone.utc).strftime("%FT%TZ"), message),
+          flush=True)
+
+
+class DockerConnection(http.client.HTTPConnection):
+    """The Docker Engine API over the node's socket (the serving image has no Docker SDK)."""
+
+    def __init__(self, timeout):
+        super().__init__("localhost", timeout=timeout)
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(DOCKER_SOCKET)
+
+
+def docker(method, path, body=None, timeout=60):
+    conn = DockerConnection(timeout)
+    try:
+        conn.request(method, path, body=None if body is None else json.dumps(body),
+                     headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def demux(raw):
+    """The output of a non-TTY exec or of container logs: 8-byte frame headers, then payload."""
+    out, i = [], 0
+    while i + 8 <= len(raw):
+        size = int.from_bytes(raw[i + 4:i + 8], "big")
+        out.append(raw[i + 8:i + 8 + size])
+        i += 8 + size
+    return b"".join(out)
+
+
+def container_running(name):
+    status, body = docker("GET", "/containers/%s/json" % name)
+    return status == 200 and json.loads(body)["State"]["Running"]
+
+
+def exec_in(container, argv, detach=False, timeout=60):
+    """(exit status, output) of argv in the container; detached: (None, b'')."""
+    status, body = docker("POST", "/containers/%s/exec" % container,
+                          {"Cmd": argv, "AttachStdout": not detach, "AttachStderr": not detach})
+    if status != 201:
+        raise RuntimeError("docker exec in %s: %s %s" % (container, status, body[:200]))
+    exec_id = json.loads(body)["Id"]
+    status, raw = docker("POST", "/exec/%s/start" % exec_id, {"Detach": detach, "Tty": False}, timeout=timeout)
+    if detach:
+        return None, b""
+    info = docker("GET", "/exec/%s/json" % exec_id)[1]
+    return json.loads(info)["ExitCode"], demux(raw)
+
+
+def api(config, path, body=None, timeout=10):
+    request = urllib.request.Request(config["base_url"] + path, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    if config.get("api_key"):
+        request.add_header("Authorization", "Bearer " + config["api_key"])
+    return urllib.request.urlopen(request, timeout=timeout)
+
+
+def probe(config, question):
+    """One streamed, greedy chat request: tokens seen, content, time to first token, error.
+
+    Each read waits at most deadline_s: no token for that long is a hang, whatever /health says.
+    """
+    started = time.monotonic()
+    result = {"error": None, "tokens": 0, "content": "", "ttft_s": None}
+    try:
+        with api(config, "/v1/models", timeout=config["deadline_s"]) as response:
+            model = json.load(response)["data"][0]["id"]
+        body = {"model": model, "stream": True, "temperature": 0, "max_tokens": int(question["max_tokens"]),
+                "messages": [{"role": "user", "content": question["prompt"]}]}
+        with api(config, "/v1/chat/completions", body, timeout=config["deadline_s"]) as response:
+            for line in response:
+                line = line.strip()
+                if not line.startswith(b"data:") or line == b"data: [DONE]":
+                    continue
+                for choice in json.loads(line[5:]).get("choices", []):
+                    delta = choice.get("delta") or {}
+                    text = delta.get("content") or ""
+                    if text or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"):
+                        result["tokens"] += 1
+                        if result["ttft_s"] is None:
+                            result["ttft_s"] = round(time.monotonic() - started, 3)
+                    result["content"] += text
+                if time.monotonic() - started > 10 * config["deadline_s"]:
+                    result["error"] = "timeout"
+                    break
+    except (socket.timeout, TimeoutError):
+        result["error"] = "timeout"
+    except urllib.error.URLError as exc:
+        reason = getattr(exc, "reason", exc)
+        result["error"] = "timeout" if isinstance(reason, (socket.timeout, TimeoutError)) else "down: %s" % reason
+    except (OSError, ValueError, KeyError, IndexError, http.client.HTTPException) as exc:
+        result["error"] = "down: %s" % exc
+    result["at"] = round(time.time(), 3)
+    return result
+
+
+class Watchdog:
+    def __init__(self, config):
+        self.config = config
+        self.data = config["data_dir"]
+        self.state_file = os.path.join(self.data, "state.json")
+        self.state = self.load()
+
+    def load(self):
+        try:
+            with open(self.state_file) as handle:
+                state = json.load(handle)
+        except (OSError, ValueError):
+            state = {}
+        state.setdefault("status", logic.SERVING)
+        state.setdefault("recoveries", [])
+        state.setdefault("failures", 0)
+        return state
+
+    def save(self):
+        state = dict(self.state, updated=round(time.time(), 3), launch_id=self.config.get("launch_id"))
+        for name, text in (("state.json", json.dumps(state, indent=1, sort_keys=True) + "\n"),
+                           ("metrics.prom", logic.metrics_text(state, time.time(), self.config["max_restarts"],
+                                                               self.config["window_s"]))):
+            tmp = os.path.join(self.data, "." + name)
+            with open(tmp, "w") as handle:
+                handle.write(text)
+            os.replace(tmp, os.path.join(self.data, name))
+
+    def tick(self):
+        config = self.config
+        result = probe(config, config["probe"])
+        verdict = logic.probe_verdict(result)
+        result["verdict"] = verdict
+        previous = (self.state.get("last_probe") or {}).get("verdict")
+        self.state["last_probe"] = result
+        self.state["failures"] = 0 if verdict == "ok" else self.state["failures"] + 1
+        budget = logic.budget_left(self.state["recoveries"], time.time(), config["max_restarts"], config["window_s"])
+        action, status = logic.next_action(self.state["status"], verdict, self.state["failures"],
+                                           config["failures_to_recover"], budget)
+        # A line when something changes, not one per probe of a lasting state.
+        if status != self.state["status"] or verdict != previous:
+            seen = result["error"] or "%d tokens" % result["tokens"]
+            log("probe %s (%s, first token %s s): %s" % (verdict, seen, result["ttft_s"], status))
+        self.state["status"] = status
+        if action == "give_up":
+            log("OUT OF BUDGET: %d recoveries within %d s (max_restarts). No further restarts: the engine and Ray "
+                "are left as they are for the operator. Logs of each try: %s/incidents. After fixing, run the "
+                "deploy again: a run that serves gives the budget back."
+                % (len(self.state["recoveries"]), config["window_s"], self.data))
+        self.save()
+        if action == "recover":
+            self.recover(verdict, result)
+
+    def recover(self, verdict, result):
+        """Keep the logs, stop the engine gracefully, relaunch the same launch, check the answer."""
+        config = self.config
+        started = time.time()
+        self.state["recoveries"].append(round(started, 3))
+        incident = os.path.join(self.data, "incidents",
+                                datetime.datetime.fromtimestamp(started, datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
+        os.makedirs(incident, exist_ok=True)
+        record = {"started": round(started, 3), "reason": verdict, "probe": result, "incident": incident}
+        self.state["last_recovery"] = record
+        self.save()
+        log("RECOVERING from %s: logs kept in %s" % (verdict, incident))
+        container = config["container"]
+        try:
+            self.keep_logs(incident)
+            if not container_running(container):
+                raise RuntimeError("the Ray head container %s is not running: the Ray cluster is down, which "
+                                   "only the launch step brings back (playbooks/launch.yml)" % container)
+            rc, out = exec_in(container, ["sh", "-c", config["stop_script"], "sh", config["state_dir"],
+                                          str(config["stop_timeout_s"])], timeout=config["stop_timeout_s"] + 60)
+            log("engine stop (SIGTERM first, H4): %s" % out.decode(errors="replace").strip())
+            record["stopped"] = out.decode(errors="replace").strip()
+            # The launch script the deploy rendered and started, if it is still the launch this
+            # watchdog was installed for: a launch changed behind its back is the operator's.
+            launch = config["state_dir"] + "/launch.sh"
+            rc, out = exec_in(container, ["grep", "-qx", "# gb10-engine-id: %s" % config["launch_id"], launch])
+            if rc != 0:
+                raise RuntimeError("%s in %s is not launch %s, the one this watchdog keeps: run the deploy "
+                                   "again" % (launch, container, config["launch_id"]))
+            exec_in(container, ["rm", "-f", config["state_dir"] + "/pid"])
+            exec_in(container, ["bash", launch], detach=True)
+            log("relaunched %s (launch %s)" % (launch, config["launch_id"]))
+            self.wait_ready()
+            # The profile's known answer, greedy (V8, issue 27); without one, tokens are the proof.
+            question = config.get("known_answer") or config["probe"]
+            answer = probe(config, question)
+            record["answer"] = answer["content"]
+            checked = logic.probe_verdict(answer, question.get("expect"))
+            if checked in ("ok", "wrong"):
+                self.state["answer_correct"] = checked == "ok"
+            if checked != "ok":
+                raise RuntimeError("the relaunched engine answered %r (%s) where the profile expects %r"
+                                   % (answer["content"][:200], answer["error"] or "no error", question.get("expect")))
+            record["back_s"] = round(time.time() - started, 1)
+            record["result"] = "serving"
+            self.state.update(status=logic.SERVING, failures=0, answer_correct=True)
+            log("back to serving after %s s: the known answer checked" % record["back_s"])
+        except Exception as exc:  # noqa: BLE001 - any failure ends this try; the budget bounds the next
+            record["result"] = "failed: %s" % exc
+            self.state["status"] = logic.FAILING
+            log("recovery failed: %s" % exc)
+        with open(os.path.join(incident, "recovery.json"), "w") as handle:
+            json.dump(record, handle, indent=1, sort_keys=True)
+        self.save()
+
+    def keep_logs(self, incident):
+        container = self.config["container"]
+        status, raw = docker("GET", "/containers/%s/logs?stdout=1&stderr=1&timestamps=1&tail=20000" % container)
+        if status == 200:
+            with open(os.path.join(incident, container + ".log"), "wb") as handle:
+                handle.write(demux(raw))
+        if container_running(container):
+            rc, out = exec_in(container, ["tail", "-c", "20000000", self.config["state_dir"] + "/engine.log"])
+            with open(os.path.join(incident, "engine.log"), "wb") as handle:
+                handle.write(out)
+
+    def wait_ready(self):
+        """The new engine's /health within readiness_timeout_s, or its death, whichever first."""
+        deadline = time.monotonic() + self.config["readiness_timeout_s"]
+        pid_file = self.config["state_dir"] + "/pid"
+        while time.monotonic() < deadline and not stopping:
+            rc, out = exec_in(self.config["container"],
+                              ["sh", "-c", 'p=$(cat "$1" 2>/dev/null) || exit 0; kill -0 "$p" || exit 3', "sh", pid_file])
+            if rc == 3:
+                raise RuntimeError("the relaunched engine exited during start-up (its log: engine.log in %s)"
+                                   % self.config["state_dir"])
+            try:
+                with api(self.config, "/health", timeout=5):
+                    return
+            except (OSError, http.client.HTTPException):
+                time.sleep(2)
+        raise RuntimeError("the relaunched engine was not ready after %s s (readiness_timeout_s)"
+                           % self.config["readiness_timeout_s"])
+
+
+def main():
+    with open(sys.argv[1]) as handle:
+        config = json.load(handle)
+    os.makedirs(config["data_dir"], exist_ok=True)
+
+    def stop(*_):
+        global stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    watchdog = Watchdog(config)
+    log("watching %s every %s s (deadline %s s, recovery after %s failed probes, at most %s recoveries in %s s); "
+        "state %s" % (config["base_url"], config["interval_s"], config["deadline_s"], config["failures_to_recover"],
+                      config["max_restarts"], config["window_s"], watchdog.state["status"]))
+    while not stopping:
+        watchdog.tick()
+        wake = time.monotonic() + config["interval_s"]
+        while not stopping and time.monotonic() < wake:
+            time.sleep(0.1)
+    log("stopped")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The serving watchdog (issue 27, rule O4) on the simulated 2-Spark cluster, from a serving cluster:
+
+- a rank stalled (SIGSTOP of the worker's engine process): /health still answers, generation
+  does not; the watchdog on the head finds the hang by its deadline, keeps the logs, stops the
+  engine gracefully, starts the same launch again, checks the known answer, and the cluster answers;
+- an engine that fails on every start (its port held by another process): the restart budget is
+  spent, no restart after it, and the state is in the watchdog's metrics and in drift.yml's O4
+  finding.
+
+The watchdog is off on the simulated clusters (inventory/group_vars/gb10_sim.yml: the other fault
+cases would race it); the launch step turns it on here, sized for the simulation. The module runs
+after test_4 and before the TP=3 deploy (test_5), because its last case leaves the engine down
+and spends the budget: the TP=3 deploy's launch removes the watchdog (gb10_watchdog false again).
+"""
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from .helpers import (HEAD, LAUNCH, PORT, PROFILE, TINY_ANSWER, WORKER, assert_succeeded, drift, findings, healthy,
+                      on_host)
+
+DATA = "/var/lib/gb10/watchdog"  # vllm_serve_watchdog_dir's default
+CONTAINER = "gb10-watchdog"  # vllm_serve_watchdog_container's default
+# Sized for the simulation: a probe every 3 s, a hang after 10 s without a token, one failed probe
+# is enough, two recoveries per hour. The tiny model's first token comes within a second.
+SETTINGS = {"gb10_profile": PROFILE, "gb10_watchdog": True, "vllm_serve_watchdog_interval_s": 3,
+            "vllm_serve_watchdog_deadline_s": 10, "vllm_serve_watchdog_failures": 1,
+            "vllm_serve_watchdog_max_restarts": 2, "vllm_serve_watchdog_window_s": 3600}
+
+
+def state(head):
+    return json.loads(on_host(head, "cat", DATA + "/state.json"))
+
+
+def metrics(head):
+    """{name{labels}: value} of the watchdog's Prometheus textfile."""
+    lines = on_host(head, "cat", DATA + "/metrics.prom").splitlines()
+    return dict(line.rsplit(" ", 1) for line in lines if line and not line.startswith("#"))
+
+
+def wait_for(what, check, timeout):
+    """check() until it returns something true, at most timeout seconds (bounded loop)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(2)
+    raise AssertionError("not within %d s: %s" % (timeout, what))
+
+
+def running_as_set_here(head):
+    """The watchdog runs on the head with this module's settings."""
+    out = subprocess.run(["docker", "exec", head, "sh", "-c", "docker inspect -f '{{.State.Running}}' %s && "
+                          "cat /etc/gb10/watchdog.json" % CONTAINER], capture_output=True, text=True, timeout=60, check=False)
+    if out.returncode != 0 or not out.stdout.startswith("true"):
+        return False
+    config = json.loads(out.stdout.split("\n", 1)[1])
+    wanted = (SETTINGS["vllm_serve_watchdog_interval_s"], SETTINGS["vllm_serve_watchdog_max_restarts"])
+    return (config["interval_s"], config["max_restarts"]) == wanted
+
+
+@pytest.fixture
+def watchdog(sim_cluster, serving, run_playbook):
+    """The serving cluster with the watchdog running on its head: the launch step, engine kept; once
+    per module (a later case finds it running with these settings)."""
+    head = sim_cluster.head
+    if not running_as_set_here(head):
+        result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800, extravars=SETTINGS)
+        assert_succeeded(result, sim_cluster.hosts)
+    wait_for("a first probe that got tokens", lambda: state(head).get("last_probe", {}).get("verdict") == "ok", 60)
+    return sim_cluster
+
+
+def test_a_stalled_rank_is_found_by_its_deadline_and_the_cluster_answers_again(watchdog):
+    head, worker = watchdog.head, watchdog.hosts[1]
+    engine_pid = on_host(head, "docker", "exec", HEAD, "cat", "/var/lib/gb10-engine/pid").strip()
+
+    # The worker's rank stops (SIGSTOP): a process that is there and answers nothing.
+    on_host(worker, "docker", "exec", WORKER, "pkill", "-STOP", "-f", "^ray::RayWorker")
+    stalled = time.time()
+    assert healthy(head)  # /health still says 200: what a health check alone misses
+
+    def recovered():
+        last = state(head).get("last_recovery") or {}
+        return last.get("started", 0) > stalled and last.get("result") == "serving" and last
+
+    recovery = wait_for("a recovery of the stall that ends serving", recovered, 240)
+
+    # No token within the deadline (before the first, or mid-answer when the stall hit a probe).
+    assert recovery["reason"] == "hang" and recovery["probe"]["error"] == "timeout", recovery
+    # Found by the deadline: the probe that gave up started after the stall, at most a probe
+    # interval (3 s) plus its deadline (10 s) before the recovery began.
+    assert recovery["started"] - stalled <= 3 + 10 + 10, (recovery["started"] - stalled)
+    # The engine's and Ray's logs of the hung engine are kept, and the stop was graceful (H4).
+    kept = on_host(head, "ls", recovery["incident"]).split()
+    assert {"engine.log", HEAD + ".log", "recovery.json"} <= set(kept), kept
+    assert "gb10-engine: starting" in on_host(head, "cat", recovery["incident"] + "/engine.log")
+    assert recovery["stopped"] == "stopped", recovery
+    # A new engine of the same launch, checked by the profile's known answer, answers a client.
+    assert on_host(head, "docker", "exec", HEAD, "cat", "/var/lib/gb10-engine/pid").strip() != engine_pid
+    assert TINY_ANSWER.strip() in recovery["answer"], recovery
+    assert healthy(head)
+    assert metrics(head)['gb10_watchdog_status{status="serving"}'] == "1"
+    assert metrics(head)["gb10_watchdog_restart_budget_left"] == "1"
+
+
+def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(watchdog, run_playbook):
+    head = watchdog.head
+    # Every start of the engine fails: its port is held by a process that accepts and never answers.
+    # Paused while the engine stops and the port is taken, so the watchdog meets the fault whole.
+    on_host(head, "docker", "stop", CONTAINER)
+    on_host(head, "docker", "exec", HEAD, "sh", "-c",
+            'p=$(cat /var/lib/gb10-engine/pid); kill -TERM "$p"; while kill -0 "$p" 2>/dev/null; do sleep 1; done')
+    squatter = subprocess.Popen(["docker", "exec", head, "python3", "-c",
+                                 "import socket, time; s = socket.socket(); "
+                                 "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', %d)); "
+                                 "s.listen(64); "
+                                 "time.sleep(600)" % PORT])
+    try:
+        time.sleep(1)
+        on_host(head, "docker", "start", CONTAINER)
+
+        spent = wait_for("the budget spent", lambda: state(head)["status"] == "out_of_budget" and state(head), 240)
+        # What the budget had left was tried, and failed: the relaunched engine exited.
+        assert len(spent["recoveries"]) == SETTINGS["vllm_serve_watchdog_max_restarts"], spent
+        assert spent["last_recovery"]["result"].startswith("failed: the relaunched engine exited"), spent
+        # No restart after it: more probes, the same recoveries.
+        probed = spent["last_probe"]["at"]
+        wait_for("two more probes", lambda: state(head)["last_probe"]["at"] > probed + 5, 60)
+        assert len(state(head)["recoveries"]) == len(spent["recoveries"])
+        seen = metrics(head)
+        assert seen['gb10_watchdog_status{status="out_of_budget"}'] == "1", seen
+        assert seen["gb10_watchdog_restart_budget_left"] == "0" and seen["gb10_engine_answering"] == "0", seen
+
+        # drift.yml names it under O4 on the head (the engine that does not run is R1's).
+        result = drift(run_playbook, watchdog, gb10_watchdog=True)
+        assert result.status == "failed"
+        assert {(head, "O4"), (head, "R1")} <= findings(result), findings(result)
+        message = [e["res"]["msg"] for e in result.host_results(host=head, event="runner_on_failed")
+                   if e["task"].endswith("(O4)")]
+        assert message and "gave up: 2 recoveries within 3600 s" in message[0], message
+    finally:
+        squatter.kill()
+        subprocess.run(["docker", "exec", head, "pkill", "-f", "s.bind"], check=False, timeout=30)

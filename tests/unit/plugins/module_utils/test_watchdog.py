@@ -1,0 +1,94 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The serving watchdog's decisions (plugins/module_utils/watchdog.py, rule O4): what a probe says,
+the restart budget, the next step, and the metrics it writes. The loop that acts on them runs on
+the simulated cluster (tests/e2e/test_4b_watchdog.py)."""
+
+import math
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils import watchdog as w
+
+OK = {"error": None, "tokens": 5, "content": "The answer is 42."}
+
+
+@pytest.mark.parametrize("probe, expect, verdict", [
+    (OK, None, "ok"),
+    (OK, "42", "ok"),
+    (OK, "41", "wrong"),
+    # A stalled rank: /health answers, no token comes within the deadline, before or mid-answer.
+    ({"error": "timeout", "tokens": 0, "content": ""}, None, "hang"),
+    ({"error": "timeout", "tokens": 3, "content": "The"}, "42", "hang"),
+    # A stream that ends without a token is no answer either.
+    ({"error": None, "tokens": 0, "content": ""}, None, "hang"),
+    ({"error": "down: [Errno 111] Connection refused", "tokens": 0, "content": ""}, None, "down"),
+])
+def test_a_probe_is_ok_hung_down_or_wrong(probe, expect, verdict):
+    assert w.probe_verdict(probe, expect) == verdict
+
+
+def test_the_budget_counts_only_recoveries_within_its_window():
+    now = 10000.0
+    assert w.budget_left([], now, 3, 3600) == 3
+    assert w.budget_left([now - 10, now - 100], now, 3, 3600) == 1
+    # One an hour and a second ago no longer counts.
+    assert w.budget_left([now - 3601, now - 100], now, 3, 3600) == 2
+    assert w.budget_left([now - 1, now - 2, now - 3, now - 4], now, 3, 3600) == 0
+    assert w.budget_left([now - 1], now, 0, 3600) == 0
+
+
+@pytest.mark.parametrize("state, verdict, failures, budget, expected", [
+    (w.SERVING, "ok", 0, 3, ("none", w.SERVING)),
+    # One slow probe is not a hang until `failures` in a row.
+    (w.SERVING, "hang", 1, 3, ("none", w.FAILING)),
+    (w.FAILING, "hang", 2, 3, ("recover", w.RECOVERING)),
+    (w.FAILING, "down", 2, 1, ("recover", w.RECOVERING)),
+    # The budget spent: it gives up once, and stays given up, whatever the probes say next.
+    (w.FAILING, "hang", 2, 0, ("give_up", w.OUT_OF_BUDGET)),
+    (w.OUT_OF_BUDGET, "hang", 9, 0, ("none", w.OUT_OF_BUDGET)),
+    (w.OUT_OF_BUDGET, "ok", 0, 3, ("none", w.OUT_OF_BUDGET)),
+    # A wrong answer is not restarted: the same launch answers the same.
+    (w.SERVING, "wrong", 5, 3, ("none", w.WRONG_ANSWER)),
+])
+def test_the_next_step_after_a_probe(state, verdict, failures, budget, expected):
+    assert w.next_action(state, verdict, failures, 2, budget) == expected
+
+
+def _parse(text):
+    values, helped, typed = {}, set(), set()
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            helped.add(line.split()[2])
+        elif line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+        else:
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values, helped, typed
+
+
+def test_the_metrics_are_prometheus_text_with_the_budget_and_the_state():
+    now = 5000.0
+    state = {"status": w.SERVING, "recoveries": [now - 30], "failures": 0, "answer_correct": True,
+             "last_probe": {"verdict": "ok", "ttft_s": 0.25, "at": now - 1}}
+    values, helped, typed = _parse(w.metrics_text(state, now, 3, 3600))
+    assert values["gb10_watchdog_restart_budget_left"] == 2
+    assert values["gb10_watchdog_recoveries_total"] == 1
+    assert values['gb10_watchdog_status{status="serving"}'] == 1
+    assert sum(v for k, v in values.items() if k.startswith("gb10_watchdog_status{")) == 1
+    assert values["gb10_probe_time_to_first_token_seconds"] == 0.25
+    assert values["gb10_engine_answering"] == 1 and values["gb10_engine_answer_correct"] == 1
+    names = {k.split("{")[0] for k in values}
+    assert names == helped == typed
+
+
+def test_out_of_budget_reports_no_budget_and_no_answer_yet_is_nan():
+    state = {"status": w.OUT_OF_BUDGET, "recoveries": [1.0], "failures": 7,
+             "last_probe": {"verdict": "hang", "ttft_s": None, "at": 10.0}}
+    values = _parse(w.metrics_text(state, 20.0, 3, 3600))[0]
+    assert values["gb10_watchdog_restart_budget_left"] == 0
+    assert values['gb10_watchdog_status{status="out_of_budget"}'] == 1
+    assert values["gb10_engine_answering"] == 0 and values["gb10_watchdog_failed_probes"] == 7
+    assert math.isnan(values["gb10_probe_time_to_first_token_seconds"])
+    assert math.isnan(values["gb10_engine_answer_correct"])
