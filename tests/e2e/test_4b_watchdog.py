@@ -112,7 +112,7 @@ def test_a_stalled_rank_is_found_by_its_deadline_and_the_cluster_answers_again(w
 
 def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(watchdog, run_playbook):
     head = watchdog.head
-    # Every start of the engine fails: its port is held by a process that accepts and never answers.
+    # Every start of the engine fails: its port is held by a process that closes every connection.
     # Paused while the engine stops and the port is taken, so the watchdog meets the fault whole.
     on_host(head, "docker", "stop", CONTAINER)
     on_host(head, "docker", "exec", HEAD, "sh", "-c",
@@ -120,8 +120,7 @@ def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(w
     squatter = subprocess.Popen(["docker", "exec", head, "python3", "-c",
                                  "import socket, time; s = socket.socket(); "
                                  "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', %d)); "
-                                 "s.listen(64); "
-                                 "time.sleep(600)" % PORT])
+                                 "s.listen(64); s.settimeout(600)\nwhile True: s.accept()[0].close()" % PORT])
     try:
         time.sleep(1)
         on_host(head, "docker", "start", CONTAINER)
