@@ -3,8 +3,8 @@
 """python -m bench NAME [options] [--json FILE]: run a benchmark, print a Markdown table, write
 the raw numbers as JSON (default tests/output/bench/<name>.json). Names:
 controller-scaling (light hosts), copy-throughput (two light hosts), copy-local (model_sync's
-pull on this machine over loopback: no Docker, for a machine with many cores), deploy-time (takes
-the simulated cluster: run it only when nobody else uses it)."""
+pull on this machine over loopback: no Docker, for a machine with many cores), deploy-time and
+watchdog (take the simulated cluster: run them only when nobody else uses it)."""
 import argparse
 import importlib
 import json
@@ -18,6 +18,7 @@ MODULES = {
     'copy-local': 'bench.copy_local',
     'copy-throughput': 'bench.copy_throughput',
     'deploy-time': 'bench.deploy_time',
+    'watchdog': 'bench.watchdog',
 }
 
 
@@ -35,7 +36,7 @@ def main(argv=None):
                         help='copy-throughput, copy-local: model_sync_streams values (default 1 4 8)')
     parser.add_argument('--repeat', type=int, default=2,
                         help='controller-scaling, copy-throughput: tries per figure (no-op re-runs, '
-                        'copies), the best counts (default 2)')
+                        'copies), the best counts (default 2); watchdog: stalls in a row')
     parser.add_argument('--split-cpus', action='store_true',
                         help='copy-local: source end on one half of the CPUs, pulling end on the other')
     parser.add_argument('--nodes', type=int, nargs='+', choices=[2, 3], default=[2, 3],
@@ -48,6 +49,8 @@ def main(argv=None):
         result = bench.run(args.gib, args.file_mib, tuple(args.streams), args.repeat)
     elif args.name == 'copy-local':
         result = bench.run(args.gib, args.file_mib, tuple(args.streams), args.repeat, args.split_cpus)
+    elif args.name == 'watchdog':
+        result = bench.run(args.repeat)
     else:
         result = bench.run(tuple(args.nodes))
     os.makedirs(OUT, exist_ok=True)

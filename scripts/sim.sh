@@ -36,7 +36,9 @@ case "$cmd" in
     esac
     prepare
     cluster up "$hosts"
-    exec ansible-playbook "$playbook" -i "$inventory" "$@"
+    # The watchdog on, as a Spark's deploy has it (the inventory turns it off for the e2e fault
+    # cases, which run playbooks without this script); a later -e gb10_watchdog=false wins.
+    exec ansible-playbook "$playbook" -i "$inventory" -e gb10_watchdog=true "$@"
     ;;
   up)
     prepare

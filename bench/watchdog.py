@@ -1,0 +1,92 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The serving watchdog's detection time and time back to serving (issue 27, rule O4) on the
+simulated 2-Spark cluster (tests/sim/cluster.py), through ansible-runner:
+
+  setup  the deploy (playbooks/deploy-m27.yml) when the cluster does not serve, then the launch step
+         (playbooks/launch.yml) with the watchdog on, sized as the e2e case sizes it: a probe every
+         --interval s, a hang after --deadline s without a token, one failed probe enough, a
+         budget of --repeat + 1 recoveries.
+  hang   --repeat times: SIGSTOP of the worker's rank (its Ray engine process); detection is the
+         time from the stall to the start of the watchdog's recovery, back is from the stall to
+         the known answer checked on the relaunched engine (the watchdog's own state file).
+
+By design detection is at most one interval plus the deadline (a probe that started just before the
+stall waits its deadline); on a Spark the defaults are 60 s and 120 s, twice in a row
+(vllm_serve_watchdog_failures 2). This takes the simulated cluster: never run it while someone else
+uses it. The watchdog is removed at the end (the simulation's inventory has it off)."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+from bench.hosts import TOP
+from bench.runner import run_playbook
+
+PLAYBOOK, INVENTORY, PROFILE = 'playbooks/deploy-m27.yml', 'inventory/sim.ini', 'minimax-m27-nvfp4'
+LAUNCH = os.path.join(TOP, 'playbooks', 'launch.yml')
+STATE = '/var/lib/gb10/watchdog/state.json'  # vllm_serve_watchdog_dir's default
+
+
+def _on(host, *argv):
+    return subprocess.run(['docker', 'exec', host] + list(argv), check=True, capture_output=True, text=True,
+                          timeout=120).stdout
+
+
+def _state(head):
+    return json.loads(_on(head, 'cat', STATE))
+
+
+def _serves(head):
+    probe = subprocess.run(['docker', 'exec', head, 'curl', '-sf', '-m', '5', 'http://127.0.0.1:8000/health'],
+                           capture_output=True, timeout=60, check=False)
+    return probe.returncode == 0
+
+
+def run(repeat=3, interval=3, deadline=10):
+    sys.path.insert(0, os.path.join(TOP, 'tests', 'sim'))
+    import cluster  # tests/sim/cluster.py: the simulation's own manager
+
+    state = cluster.Cluster().up(2)
+    head, worker = [h['name'] for h in state['hosts']]
+    inventory = os.path.join(TOP, INVENTORY)
+    if not _serves(head):
+        run_playbook(os.path.join(TOP, PLAYBOOK), inventory)
+    settings = {'gb10_profile': PROFILE, 'gb10_watchdog': True, 'vllm_serve_watchdog_interval_s': interval,
+                'vllm_serve_watchdog_deadline_s': deadline, 'vllm_serve_watchdog_failures': 1,
+                'vllm_serve_watchdog_max_restarts': repeat + 1}
+    result = {'cpus': os.cpu_count(), 'loadavg_before': os.getloadavg(), 'interval_s': interval,
+              'deadline_s': deadline, 'hangs': []}
+    _on(head, 'rm', '-f', STATE)  # a fresh budget for this run
+    run_playbook(LAUNCH, inventory, extravars=settings)
+    try:
+        for _ in range(repeat):
+            time.sleep(2 * interval)  # a probe or two on the healthy engine first
+            _on(worker, 'docker', 'exec', 'gb10-ray-worker', 'pkill', '-STOP', '-f', '^ray::RayWorker')
+            stalled = time.time()
+            recovery = {}
+            for _poll in range(300):  # bounded: 300 x 1 s
+                recovery = _state(head).get('last_recovery') or {}
+                if recovery.get('started', 0) > stalled and 'result' in recovery:
+                    break
+                time.sleep(1)
+            if recovery.get('result') != 'serving':
+                raise RuntimeError('the watchdog did not bring the engine back: %s' % recovery)
+            result['hangs'].append({'detection_s': round(recovery['started'] - stalled, 1),
+                                    'back_s': round(recovery['started'] + recovery['back_s'] - stalled, 1),
+                                    'recovery_s': recovery['back_s'], 'stop': recovery['stopped']})
+    finally:
+        run_playbook(LAUNCH, inventory, extravars={'gb10_profile': PROFILE, 'gb10_watchdog': False})
+    result['loadavg_after'] = os.getloadavg()
+    return result
+
+
+def table(result):
+    lines = ['Probe every %s s, deadline %s s, one failed probe enough.' % (result['interval_s'], result['deadline_s']),
+             '', '| try | stall -> recovery starts (s) | recovery: stop, relaunch, known answer (s) '
+             '| stall -> serving again (s) | engine stop |', '|---|---|---|---|---|']
+    for number, hang in enumerate(result['hangs'], 1):
+        lines.append('| %d | %.1f | %.1f | %.1f | %s |' % (number, hang['detection_s'], hang['recovery_s'],
+                                                          hang['back_s'], hang['stop']))
+    return '\n'.join(lines)
