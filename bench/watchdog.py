@@ -61,7 +61,7 @@ def run(repeat=3, interval=3, deadline=10):
     _on(head, 'rm', '-f', STATE)  # a fresh budget for this run
     run_playbook(LAUNCH, inventory, extravars=settings)
     try:
-        for _ in range(repeat):
+        for _try in range(repeat):
             time.sleep(2 * interval)  # a probe or two on the healthy engine first
             _on(worker, 'docker', 'exec', 'gb10-ray-worker', 'pkill', '-STOP', '-f', '^ray::RayWorker')
             stalled = time.time()
@@ -87,6 +87,6 @@ def table(result):
              '', '| try | stall -> recovery starts (s) | recovery: stop, relaunch, known answer (s) '
              '| stall -> serving again (s) | engine stop |', '|---|---|---|---|---|']
     for number, hang in enumerate(result['hangs'], 1):
-        lines.append('| %d | %.1f | %.1f | %.1f | %s |' % (number, hang['detection_s'], hang['recovery_s'],
-                                                          hang['back_s'], hang['stop']))
+        figures = (number, hang['detection_s'], hang['recovery_s'], hang['back_s'], hang['stop'])
+        lines.append('| %d | %.1f | %.1f | %.1f | %s |' % figures)
     return '\n'.join(lines)

@@ -124,12 +124,28 @@ def test_plant_leak_rejects_a_non_number(kit):
 def test_running_vllm_is_a_gpu_workload_not_a_leak(kit, run_module, tmp_path):
     engine = tmp_path / 'proc' / '4121'
     engine.mkdir()
-    (engine / 'cmdline').write_bytes(b'/usr/bin/python3\0/usr/local/bin/vllm serve\0/models/m\0')
+    # `vllm serve` as the kernel runs its script: the interpreter, the script, then its arguments.
+    (engine / 'cmdline').write_bytes(b'/opt/vllm/bin/python3\0/opt/vllm/bin/vllm\0serve\0/models/m\0')
+    core = tmp_path / 'proc' / '4122'
+    core.mkdir()
+    (core / 'cmdline').write_bytes(b'VLLM::EngineCore\0')  # its engine core, by process title
     kit.run('gb10-plant-leak', '60')  # the engine's memory looks the same as a leak
     failed, result = run_module(unified_memory.main, kit.args())
     assert result['gpu_workload'] is True
-    assert result['gpu_processes'][0]['pid'] == 4121
+    assert sorted(app['pid'] for app in result['gpu_processes']) == [4121, 4122]
     assert result['leaked'] is False
+
+
+def test_a_program_that_only_names_the_engine_is_no_gpu_workload(kit, run_module, tmp_path):
+    # earlyoom (rule H10) names the engine's processes in its arguments; a driver lists its clients,
+    # not the programs that mention them, so a leak beside it is still a leak.
+    guard = tmp_path / 'proc' / '737'
+    guard.mkdir()
+    (guard / 'cmdline').write_bytes(b'\0'.join([b'/usr/bin/earlyoom', b'-m', b'4', b'--prefer', b'^(vllm|VLLM::.*|ray::.*)$']))
+    kit.run('gb10-plant-leak', '60')
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert result['gpu_workload'] is False
+    assert result['leaked'] is True
 
 
 # ---- gb10-gpu-ledger: a rank's memory leaks when its container dies under it (rule H4) ----------
