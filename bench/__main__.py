@@ -36,7 +36,7 @@ def main(argv=None):
                         help='copy-throughput, copy-local: model_sync_streams values (default 1 4 8)')
     parser.add_argument('--repeat', type=int, default=2,
                         help='controller-scaling, copy-throughput: tries per figure (no-op re-runs, '
-                        'copies), the best counts (default 2); watchdog: stalls in a row')
+                        'copies), the best counts (default 2); watchdog: stalls, then power cuts, in a row')
     parser.add_argument('--split-cpus', action='store_true',
                         help='copy-local: source end on one half of the CPUs, pulling end on the other')
     parser.add_argument('--nodes', type=int, nargs='+', choices=[2, 3], default=[2, 3],

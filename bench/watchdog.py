@@ -10,6 +10,10 @@ simulated 2-Spark cluster (tests/sim/cluster.py), through ansible-runner:
   hang   --repeat times: SIGSTOP of the worker's rank (its Ray engine process); detection is the
          time from the stall to the start of the watchdog's recovery, back is from the stall to
          the known answer checked on the relaunched engine (the watchdog's own state file).
+  power  --repeat times (rule O5): both simulated Sparks killed at once (every process, no
+         shutdown), then started again together; detection is from the power's return to the
+         start of the recovery (the watchdog boots with the head and finds no engine), back is
+         from the power's return to the known answer checked. Nothing comes from the controller.
 
 By design detection is at most one interval plus the deadline (a probe that started just before the
 stall waits its deadline); on a Spark the defaults are 60 s and 120 s, twice in a row
@@ -44,6 +48,22 @@ def _serves(head):
     return probe.returncode == 0
 
 
+def _recovery_after(head, since):
+    """The watchdog's first recovery that started after since, once it ended serving (bounded)."""
+    recovery = {}
+    for _poll in range(300):  # bounded: 300 x 1 s
+        try:
+            recovery = _state(head).get('last_recovery') or {}
+        except (subprocess.CalledProcessError, ValueError):  # the head is still booting
+            recovery = {}
+        if recovery.get('started', 0) > since and 'result' in recovery:
+            break
+        time.sleep(1)
+    if recovery.get('result') != 'serving':
+        raise RuntimeError('the watchdog did not bring the engine back: %s' % recovery)
+    return recovery
+
+
 def run(repeat=3, interval=3, deadline=10):
     sys.path.insert(0, os.path.join(TOP, 'tests', 'sim'))
     import cluster  # tests/sim/cluster.py: the simulation's own manager
@@ -55,9 +75,9 @@ def run(repeat=3, interval=3, deadline=10):
         run_playbook(os.path.join(TOP, PLAYBOOK), inventory)
     settings = {'gb10_profile': PROFILE, 'gb10_watchdog': True, 'vllm_serve_watchdog_interval_s': interval,
                 'vllm_serve_watchdog_deadline_s': deadline, 'vllm_serve_watchdog_failures': 1,
-                'vllm_serve_watchdog_max_restarts': repeat + 1}
+                'vllm_serve_watchdog_max_restarts': 2 * repeat + 1}
     result = {'cpus': os.cpu_count(), 'loadavg_before': os.getloadavg(), 'interval_s': interval,
-              'deadline_s': deadline, 'hangs': []}
+              'deadline_s': deadline, 'hangs': [], 'power_cuts': []}
     _on(head, 'rm', '-f', STATE)  # a fresh budget for this run
     run_playbook(LAUNCH, inventory, extravars=settings)
     try:
@@ -65,19 +85,22 @@ def run(repeat=3, interval=3, deadline=10):
             time.sleep(2 * interval)  # a probe or two on the healthy engine first
             _on(worker, 'docker', 'exec', 'gb10-ray-worker', 'pkill', '-STOP', '-f', '^ray::RayWorker')
             stalled = time.time()
-            recovery = {}
-            for _poll in range(300):  # bounded: 300 x 1 s
-                recovery = _state(head).get('last_recovery') or {}
-                if recovery.get('started', 0) > stalled and 'result' in recovery:
-                    break
-                time.sleep(1)
-            if recovery.get('result') != 'serving':
-                raise RuntimeError('the watchdog did not bring the engine back: %s' % recovery)
+            recovery = _recovery_after(head, stalled)
             result['hangs'].append({'detection_s': round(recovery['started'] - stalled, 1),
                                     'back_s': round(recovery['started'] + recovery['back_s'] - stalled, 1),
                                     'recovery_s': recovery['back_s'], 'stop': recovery['stopped']})
+        for _try in range(repeat):
+            time.sleep(2 * interval)
+            subprocess.run(['docker', 'kill', head, worker], check=True, capture_output=True, timeout=120)
+            back_on = time.time()
+            subprocess.run(['docker', 'start', head, worker], check=True, capture_output=True, timeout=120)
+            recovery = _recovery_after(head, back_on)
+            result['power_cuts'].append({'detection_s': round(recovery['started'] - back_on, 1),
+                                         'back_s': round(recovery['started'] + recovery['back_s'] - back_on, 1),
+                                         'recovery_s': recovery['back_s']})
     finally:
         run_playbook(LAUNCH, inventory, extravars={'gb10_profile': PROFILE, 'gb10_watchdog': False})
+        _on(head, 'rm', '-f', STATE)  # its recoveries would count against the next watchdog's budget
     result['loadavg_after'] = os.getloadavg()
     return result
 
@@ -89,4 +112,8 @@ def table(result):
     for number, hang in enumerate(result['hangs'], 1):
         figures = (number, hang['detection_s'], hang['recovery_s'], hang['back_s'], hang['stop'])
         lines.append('| %d | %.1f | %.1f | %.1f | %s |' % figures)
+    lines += ['', '| power cut | power back -> recovery starts (s) | recovery: wait for nodes, relaunch, known answer (s) '
+              '| power back -> serving again (s) |', '|---|---|---|---|']
+    for number, cut in enumerate(result['power_cuts'], 1):
+        lines.append('| %d | %.1f | %.1f | %.1f |' % (number, cut['detection_s'], cut['recovery_s'], cut['back_s']))
     return '\n'.join(lines)

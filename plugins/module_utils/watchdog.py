@@ -69,6 +69,18 @@ def next_action(state, verdict, failures, failures_to_recover, budget):
     return "recover", RECOVERING
 
 
+def missing_nodes(expected, alive):
+    """The nodes a relaunch waits for: each expected node ({host name: cluster address}) whose
+    address is not among the alive Ray nodes' addresses, as 'name (address)', sorted by name.
+
+    A Ray node's address is its cluster-link address (ray start --node-ip-address), so a node that
+    Ray shows alive is up, its Ray container runs and the link between it and the head carries
+    Ray's traffic.
+    """
+    alive = set(alive)
+    return ["%s (%s)" % (name, address) for name, address in sorted(expected.items()) if address not in alive]
+
+
 def metrics_text(state, now, max_restarts, window_s):
     """The state as Prometheus text exposition (a node-exporter textfile)."""
     recoveries = state.get("recoveries", [])

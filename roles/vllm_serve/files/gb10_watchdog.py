@@ -20,6 +20,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gb10_watchdog_logic as logic  # noqa: E402  (copied beside this file)
 
 DOCKER_SOCKET = "/var/run/docker.sock"
+# Run in the Ray head container: the cluster-link addresses of the nodes Ray shows alive.
+ALIVE_NODES = ("import json, ray; ray.init(address='auto', logging_level='ERROR', log_to_driver=False); "
+               "print(json.dumps(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive'])))")
 stopping = False
 
 
@@ -195,9 +198,7 @@ class Watchdog:
         container = config["container"]
         try:
             self.keep_logs(incident)
-            if not container_running(container):
-                raise RuntimeError("the Ray head container %s is not running: the Ray cluster is down, which "
-                                   "only the launch step brings back (playbooks/launch.yml)" % container)
+            self.wait_for_nodes()
             rc, out = exec_in(container, ["sh", "-c", config["stop_script"], "sh", config["state_dir"],
                                           str(config["stop_timeout_s"])], timeout=config["stop_timeout_s"] + 60)
             log("engine stop (SIGTERM first, H4): %s" % out.decode(errors="replace").strip())
@@ -245,6 +246,43 @@ class Watchdog:
             rc, out = exec_in(container, ["tail", "-c", "20000000", self.config["state_dir"] + "/engine.log"])
             with open(os.path.join(incident, "engine.log"), "wb") as handle:
                 handle.write(out)
+
+    def alive_node_addresses(self):
+        """The cluster-link addresses of the nodes Ray shows alive; None while the head's Ray is not up."""
+        if not container_running(self.config["container"]):
+            return None
+        rc, out = exec_in(self.config["container"], ["python3", "-c", ALIVE_NODES], timeout=60)
+        if rc != 0:
+            return None
+        try:
+            return json.loads(out.decode(errors="replace").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return None
+
+    def wait_for_nodes(self):
+        """Every node of the launch alive in Ray (O5: after a power cut the nodes come back in any
+        order), at most nodes_timeout_s; a node that does not come back is named, not waited on."""
+        expected = self.config["nodes"]
+        deadline = time.monotonic() + self.config["nodes_timeout_s"]
+        missing, said = None, None
+        while not stopping:
+            alive = self.alive_node_addresses()
+            missing = logic.missing_nodes(expected, alive or [])
+            if alive is not None and not missing:
+                return
+            seen = "Ray's head is not up" if alive is None else "waiting for " + ", ".join(missing)
+            if seen != said:
+                log("before the relaunch: %s" % seen)
+                said = seen
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(3)
+        raise RuntimeError(
+            "after %s s (nodes_timeout_s) %s: each node must be up, its Ray container running (`docker ps -a` "
+            "there) and the cluster link between it and the head up; the deploy (playbooks/launch.yml) starts "
+            "what is down" % (self.config["nodes_timeout_s"],
+                              "the Ray head container %s is not running" % self.config["container"] if alive is None
+                              else "Ray does not show " + ", ".join(missing)))
 
     def wait_ready(self):
         """The new engine's /health within readiness_timeout_s, or its death, whichever first."""

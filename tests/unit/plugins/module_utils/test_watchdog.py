@@ -92,3 +92,18 @@ def test_out_of_budget_reports_no_budget_and_no_answer_yet_is_nan():
     assert values["gb10_engine_answering"] == 0 and values["gb10_watchdog_failed_probes"] == 7
     assert math.isnan(values["gb10_probe_time_to_first_token_seconds"])
     assert math.isnan(values["gb10_engine_answer_correct"])
+
+
+NODES = {"spark-1": "192.168.100.10", "spark-2": "192.168.100.11", "spark-3": "192.168.100.12"}
+
+
+@pytest.mark.parametrize("alive, missing", [
+    (["192.168.100.10", "192.168.100.11", "192.168.100.12"], []),
+    # After a power cut: the head's Ray is up, a worker has not joined yet.
+    (["192.168.100.10", "192.168.100.12"], ["spark-2 (192.168.100.11)"]),
+    ([], ["spark-1 (192.168.100.10)", "spark-2 (192.168.100.11)", "spark-3 (192.168.100.12)"]),
+    # A node Ray shows at another address (the management NIC) is not the node on the link.
+    (["192.168.100.10", "192.168.100.11", "10.0.0.12"], ["spark-3 (192.168.100.12)"]),
+])
+def test_a_relaunch_waits_for_the_nodes_ray_does_not_show_alive_by_name(alive, missing):
+    assert w.missing_nodes(NODES, alive) == missing
