@@ -20,14 +20,14 @@ RULE_IN_NAME = re.compile(r'\(([HNRVSMO][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
 
 # How each rule's drift is fixed:
 # - H4 (leaked memory): playbooks/recover.yml on the whole group (it reboots only leaked nodes).
-# - H1 and N1-N6 are host prep only (driver pin and holds, the NCCL/Gloo env file): the host-prep
+# - H1, H10 and N1-N6 are host prep only (driver pin and holds, earlyoom, the NCCL/Gloo env file): the host-prep
 #   playbook on the drifted node alone (--limit); it restarts no container and no engine (the
 #   Ray containers were started with the env the file goes back to).
 # - Everything else (H2 reboots the node, M3, R1-R5, a check without a rule) needs the cluster:
 #   the deploy playbook on every node (its preflight refuses --limit, every host holds a rank); it
 #   converges the drifted node and keeps a healthy engine whose launch is unchanged (O2).
 RECOVER_RULES = ('H4',)
-HOST_PREP_RULES = ('H1', 'N1', 'N2', 'N3', 'N4', 'N6')
+HOST_PREP_RULES = ('H1', 'H10', 'N1', 'N2', 'N3', 'N4', 'N6')
 
 # A role's drift entry point (roles/<role>/tasks/drift.yml and the files it includes, drift_*.yml):
 # the task's path as Ansible gives it, "<file>:<line>".

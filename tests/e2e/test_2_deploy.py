@@ -132,6 +132,14 @@ def test_nothing_but_ssh_and_the_api_crosses_the_management_network(sim_cluster,
     assert [sim_cluster.cluster_ips[head], "6379"] in peers, out
 
 
+def test_every_node_runs_earlyoom_with_the_engine_first(sim_cluster, deployed):
+    # H10: a node out of unified memory ends its engine instead of freezing; the choice itself is
+    # molecule/oom_guard's (a real earlyoom in dry run).
+    for host in sim_cluster.hosts:
+        args = on_host(host, "sh", "-c", "tr '\\0' ' ' < /proc/$(pgrep -xo earlyoom)/cmdline")
+        assert "-m 4 " in args and "--prefer ^(vllm|VLLM::.*|ray::.*|sglang.*)$" in args, (host, args)
+
+
 def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
     # Ray's own Python API inside the head container, as a driver of the cluster (R5).
     out = on_host(sim_cluster.head, "docker", "exec", HEAD, "python3", "-c",

@@ -65,6 +65,8 @@ def test_recover_reboots_only_the_host_the_kill_leaked_then_the_cluster_serves_a
     assert rebooted == {worker}, recovered
     assert boot_id(worker) != boots[worker]
     assert boot_id(head) == boots[head]  # a healthy node is never rebooted
+    # The OOM guard the deploy enabled came back with the node's boot (H10).
+    assert on_host(worker, "pgrep", "-x", "earlyoom").strip()
     assert readings(recovered, worker)[-1]["unaccounted_gib"] < 2, readings(recovered, worker)
 
     deployed = run_playbook(LAUNCH, sim_cluster.inventory, timeout=3000, extravars={"gb10_profile": PROFILE})

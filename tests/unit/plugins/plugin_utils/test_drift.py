@@ -28,6 +28,7 @@ VLLM_HOST_IP=10.0.0.2
 
 def test_rule_comes_from_the_end_of_the_task_name():
     assert rule_of('Driver packages are held (H1)') == 'H1'
+    assert rule_of("Earlyoom runs with the role's settings (H10)") == 'H10'
     assert rule_of('NCCL env file matches the profile (N1, N3)') == 'N1'
     assert rule_of('Gathering Facts') == 'general'
     assert rule_of('Mentions (H1) in the middle only') == 'general'
@@ -85,8 +86,8 @@ def test_findings_name_host_rule_and_a_fix_that_runs():
 
 
 def test_fix_kinds():
-    assert [fix_kind(r) for r in ('H1', 'N3', 'N6', 'H2', 'H4', 'R2', 'M3', 'general')] == [
-        'host_prep', 'host_prep', 'host_prep', 'deploy', 'recover', 'deploy', 'deploy', 'deploy']
+    assert [fix_kind(r) for r in ('H1', 'H10', 'N3', 'N6', 'H2', 'H4', 'R2', 'M3', 'general')] == [
+        'host_prep', 'host_prep', 'host_prep', 'host_prep', 'deploy', 'recover', 'deploy', 'deploy', 'deploy']
 
 
 def test_configured_playbooks_and_secrets():
