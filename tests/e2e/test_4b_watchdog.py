@@ -11,7 +11,8 @@
   checked, with no command from the controller;
 - an engine that fails on every start (its port held by another process): the restart budget is
   spent, no restart after it, and the state is in the watchdog's metrics and in drift.yml's O4
-  finding.
+  finding (and, in the same drift run, a worker's Ray container that would not come back after a
+  power cut is its O5 finding).
 
 The watchdog is off on the simulated clusters (inventory/group_vars/gb10_sim.yml: the other fault
 cases would race it); the launch step turns it on here, sized for the simulation. The module runs
@@ -187,10 +188,15 @@ def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(w
         assert seen['gb10_watchdog_status{status="out_of_budget"}'] == "1", seen
         assert seen["gb10_watchdog_restart_budget_left"] == "0" and seen["gb10_engine_answering"] == "0", seen
 
-        # drift.yml names it under O4 on the head (the engine that does not run is R1's).
+        # drift.yml names it under O4 on the head (the engine that does not run is R1's). In the
+        # same run: the worker's Ray container set back to restart `no`, which would leave that
+        # node out after a power cut, is its O5 finding; the head's, as the launch set it, is none.
+        worker = watchdog.hosts[1]
+        on_host(worker, "docker", "update", "--restart", "no", WORKER)
         result = drift(run_playbook, watchdog, gb10_watchdog=True)
         assert result.status == "failed"
-        assert {(head, "O4"), (head, "R1")} <= findings(result), findings(result)
+        found = findings(result)
+        assert {(head, "O4"), (head, "R1"), (worker, "O5")} <= found and (head, "O5") not in found, found
         message = [e["res"]["msg"] for e in result.host_results(host=head, event="runner_on_failed")
                    if e["task"].endswith("(O4)")]
         assert message and "gave up: 3 recoveries within 3600 s" in message[0], message
