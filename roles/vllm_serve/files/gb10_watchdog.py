@@ -264,7 +264,7 @@ class Watchdog:
         order), at most nodes_timeout_s; a node that does not come back is named, not waited on."""
         expected = self.config["nodes"]
         deadline = time.monotonic() + self.config["nodes_timeout_s"]
-        missing, said = None, None
+        alive, missing, said = None, [], None
         while not stopping:
             alive = self.alive_node_addresses()
             missing = logic.missing_nodes(expected, alive or [])
