@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs and starts what the test suite and the simulated cluster need on the controller
-# machine (Debian/Ubuntu): the Docker engine, debootstrap for the local base image, rsync.
+# machine (Debian/Ubuntu): the Docker engine, debootstrap for the local base image, rsync, and
+# Prometheus (the e2e suite scrapes the simulated cluster with a real one, rule O6).
 # Idempotent: does nothing that is already in place. Needs root (CI runs as root).
 set -euo pipefail
 
@@ -13,6 +14,24 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "host-deps: installing ${need[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# Only the prometheus binary is wanted: the e2e test runs its own, on loopback, with the
+# configuration the deploy writes. The package's service is not started (a policy-rc.d that
+# refuses every start, for the install only, where none is in place).
+if ! command -v prometheus >/dev/null 2>&1; then
+  echo "host-deps: installing prometheus (its service not started)"
+  policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 0755 "$policy"
+  fi
+  apt-get update -qq
+  rc=0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null || rc=$?
+  [ -z "$policy" ] || rm -f "$policy"
+  [ "$rc" = 0 ] || { echo "host-deps: apt-get install prometheus failed (exit $rc)" >&2; exit "$rc"; }
 fi
 
 # Start an engine only when none answers (a desktop or CI machine may already run one).

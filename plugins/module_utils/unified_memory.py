@@ -16,7 +16,24 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gb10.serving.plugins.module_utils.meminfo import to_gib
+import os
+import shlex
+
+from ansible_collections.gb10.serving.plugins.module_utils.cuda_probe import (
+    CudaProbeError,
+    parse_probe_output,
+    probe_libcuda,
+)
+from ansible_collections.gb10.serving.plugins.module_utils.meminfo import MeminfoError, parse_meminfo, to_gib
+from ansible_collections.gb10.serving.plugins.module_utils.nvidia_smi import (
+    HAS_PYNVML,
+    NvidiaSmiError,
+    apps_query_args,
+    gpu_query_args,
+    nvml_query,
+    parse_apps,
+    parse_gpus,
+)
 
 # Tens of GB leaked were seen (33 GB per failed run, 90 GB on one node); a healthy node has a
 # few GB that no counter explains (firmware carve-outs, driver bookkeeping). 10 GiB sits between.
@@ -93,3 +110,106 @@ def assess(fields, gpu_apps=None, cuda=None, leak_threshold_gib=DEFAULT_LEAK_THR
         'leaked': leaked,
         'warnings': warnings,
     }
+
+
+class MeasureError(Exception):
+    """A source could not be read; the message names the variable that points at it."""
+
+    def __init__(self, msg, **details):
+        super(MeasureError, self).__init__(msg)
+        self.details = details
+
+
+def rss_bytes(proc_root, pid):
+    """VmRSS of <proc_root>/<pid>/status in bytes, None when the process is not visible there."""
+    try:
+        with open(os.path.join(proc_root, str(pid), 'status')) as handle:
+            for line in handle:
+                if line.startswith('VmRSS:'):
+                    return int(line.split()[1]) * 1024
+    except (IOError, OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _run(run, command, args, variable):
+    try:
+        argv = shlex.split(command) + args
+    except ValueError as exc:
+        raise MeasureError('%s=%r cannot be split into a command: %s' % (variable, command, exc))
+    if not argv:
+        raise MeasureError('%s is empty: give the command to run' % variable)
+    try:
+        rc, out, err = run(argv)
+    except OSError as exc:
+        rc, out, err = 127, '', str(exc)
+    if rc != 0:
+        raise MeasureError('%s failed (rc=%d): %s. Check that the NVIDIA driver is installed and '
+                           'loaded on this node, or set %s.'
+                           % (' '.join(argv), rc, (err or out).strip() or 'no output', variable),
+                           rc=rc, stdout=out, stderr=err)
+    return out
+
+
+def _gib_or_none(value):
+    return None if value is None else to_gib(value)
+
+
+def measure(run, proc_root='/proc', nvidia_smi='nvidia-smi', gpu_source='auto', cuda_probe='',
+            leak_threshold_gib=DEFAULT_LEAK_THRESHOLD_GIB):
+    """Read a node's memory, GPU and CUDA views and assess them: what the unified_memory module
+    returns, and what role node_metrics' exporter publishes (one reading, two readers).
+
+    run(argv) -> (rc, stdout, stderr) runs a command. Returns (result, warnings); raises
+    MeasureError naming the variable of the source that failed.
+    """
+    path = os.path.join(proc_root, 'meminfo')
+    try:
+        with open(path) as handle:
+            fields = parse_meminfo(handle.read())
+    except (IOError, OSError) as exc:
+        raise MeasureError('cannot read %s: %s. Set proc_root (gb10_proc_root) to the proc '
+                           'filesystem of the node.' % (path, exc))
+    except MeminfoError as exc:
+        raise MeasureError('%s: %s' % (path, exc))
+
+    source = 'nvml' if gpu_source == 'auto' and HAS_PYNVML else gpu_source
+    source = 'nvidia_smi' if source == 'auto' else source
+    try:
+        if source == 'nvml':
+            if not HAS_PYNVML:
+                raise MeasureError('gpu_source=nvml but nvidia-ml-py (pynvml) is not importable '
+                                   'on this node: install it or use gpu_source=nvidia_smi')
+            gpus, apps = nvml_query()
+        else:
+            variable = 'nvidia_smi (gb10_nvidia_smi)'
+            gpus = parse_gpus(_run(run, nvidia_smi, gpu_query_args(), variable))
+            apps = parse_apps(_run(run, nvidia_smi, apps_query_args(), variable))
+    except NvidiaSmiError as exc:
+        raise MeasureError('GPU view through %s: %s' % (source, exc))
+
+    probe = cuda_probe.strip()
+    cuda_source, cuda = 'none', None
+    try:
+        if not probe:
+            cuda_source, cuda = 'libcuda', probe_libcuda()
+        elif probe != 'none':
+            out = _run(run, probe, [], 'cuda_probe (gb10_cuda_probe)')
+            cuda_source, cuda = 'command', parse_probe_output(out)
+    except CudaProbeError as exc:
+        raise MeasureError('CUDA-visible memory: %s (cuda_probe=%r, variable gb10_cuda_probe)'
+                           % (exc, probe))
+
+    unified = bool(gpus) and all(gpu['memory_total_bytes'] is None for gpu in gpus)
+    figures = assess(fields, apps, cuda, leak_threshold_gib, unified=unified)
+    warnings = figures.pop('warnings')
+    processes = [{'pid': app['pid'], 'name': app['name'],
+                  'used_gib': _gib_or_none(app['used_bytes']),
+                  'rss_gib': _gib_or_none(rss_bytes(proc_root, app['pid']))} for app in apps]
+    gpu_list = [{'index': gpu['index'], 'name': gpu['name'], 'uuid': gpu['uuid'],
+                 'memory_total_gib': _gib_or_none(gpu['memory_total_bytes']),
+                 'memory_free_gib': _gib_or_none(gpu['memory_free_bytes'])} for gpu in gpus]
+    versions = sorted(set(gpu['driver_version'] for gpu in gpus if gpu['driver_version']))
+    figures.update(gpu_processes=processes, gpus=gpu_list, driver_version=', '.join(versions),
+                   gpu_source=source, cuda_source=cuda_source)
+    return figures, warnings

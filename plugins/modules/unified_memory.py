@@ -226,93 +226,11 @@ cuda_source:
   sample: libcuda
 '''
 
-import os
-import shlex
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gb10.serving.plugins.module_utils.cuda_probe import (
-    CudaProbeError,
-    parse_probe_output,
-    probe_libcuda,
+from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import (
+    MeasureError,
+    measure,
 )
-from ansible_collections.gb10.serving.plugins.module_utils.meminfo import read_meminfo, to_gib
-from ansible_collections.gb10.serving.plugins.module_utils.nvidia_smi import (
-    HAS_PYNVML,
-    NvidiaSmiError,
-    apps_query_args,
-    gpu_query_args,
-    nvml_query,
-    parse_apps,
-    parse_gpus,
-)
-from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import assess
-
-
-def rss_bytes(proc_root, pid):
-    try:
-        with open(os.path.join(proc_root, str(pid), 'status')) as handle:
-            for line in handle:
-                if line.startswith('VmRSS:'):
-                    return int(line.split()[1]) * 1024
-    except (IOError, OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def run_split(module, command, args, variable):
-    try:
-        argv = shlex.split(command) + args
-    except ValueError as exc:
-        module.fail_json(msg='%s=%r cannot be split into a command: %s' % (variable, command, exc))
-    if not argv:
-        module.fail_json(msg='%s is empty: give the command to run' % variable)
-    try:
-        rc, out, err = module.run_command(argv, handle_exceptions=False)
-    except OSError as exc:
-        rc, out, err = 127, '', str(exc)
-    if rc != 0:
-        module.fail_json(msg='%s failed (rc=%d): %s. Check that the NVIDIA driver is installed and '
-                             'loaded on this node, or set %s.'
-                             % (' '.join(argv), rc, (err or out).strip() or 'no output', variable),
-                         rc=rc, stdout=out, stderr=err)
-    return out
-
-
-def gpu_view(module):
-    source = module.params['gpu_source']
-    if source == 'auto':
-        source = 'nvml' if HAS_PYNVML else 'nvidia_smi'
-    try:
-        if source == 'nvml':
-            if not HAS_PYNVML:
-                module.fail_json(msg='gpu_source=nvml but nvidia-ml-py (pynvml) is not importable '
-                                     'on this node: install it or use gpu_source=nvidia_smi')
-            gpus, apps = nvml_query()
-        else:
-            smi = module.params['nvidia_smi']
-            gpus = parse_gpus(run_split(module, smi, gpu_query_args(), 'nvidia_smi (gb10_nvidia_smi)'))
-            apps = parse_apps(run_split(module, smi, apps_query_args(), 'nvidia_smi (gb10_nvidia_smi)'))
-    except NvidiaSmiError as exc:
-        module.fail_json(msg='GPU view through %s: %s' % (source, exc))
-    return source, gpus, apps
-
-
-def cuda_view(module):
-    probe = module.params['cuda_probe'].strip()
-    if probe == 'none':
-        return 'none', None
-    try:
-        if not probe:
-            return 'libcuda', probe_libcuda()
-        out = run_split(module, probe, [], 'cuda_probe (gb10_cuda_probe)')
-        return 'command', parse_probe_output(out)
-    except CudaProbeError as exc:
-        module.fail_json(msg='CUDA-visible memory: %s (cuda_probe=%r, variable gb10_cuda_probe)'
-                             % (exc, probe))
-
-
-def gib_or_none(value):
-    return None if value is None else to_gib(value)
 
 
 def main():
@@ -329,26 +247,15 @@ def main():
     if module.params['leak_threshold_gib'] <= 0:
         module.fail_json(msg='leak_threshold_gib must be above 0, got %s'
                              % module.params['leak_threshold_gib'])
-    proc_root = module.params['proc_root']
-    fields = read_meminfo(module, proc_root)
-    gpu_source, gpus, apps = gpu_view(module)
-    cuda_source, cuda = cuda_view(module)
-    unified = bool(gpus) and all(gpu['memory_total_bytes'] is None for gpu in gpus)
-    figures = assess(fields, apps, cuda, module.params['leak_threshold_gib'], unified=unified)
-    for warning in figures.pop('warnings'):
+    try:
+        # One definition of the reading (module_utils), shared with role node_metrics' exporter.
+        result, warnings = measure(lambda argv: module.run_command(argv, handle_exceptions=False),
+                                   **module.params)
+    except MeasureError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    for warning in warnings:
         module.warn(warning)
-    processes = []
-    for app in apps:
-        processes.append({'pid': app['pid'], 'name': app['name'],
-                          'used_gib': gib_or_none(app['used_bytes']),
-                          'rss_gib': gib_or_none(rss_bytes(proc_root, app['pid']))})
-    gpu_list = [{'index': gpu['index'], 'name': gpu['name'], 'uuid': gpu['uuid'],
-                 'memory_total_gib': gib_or_none(gpu['memory_total_bytes']),
-                 'memory_free_gib': gib_or_none(gpu['memory_free_bytes'])} for gpu in gpus]
-    versions = sorted(set(gpu['driver_version'] for gpu in gpus if gpu['driver_version']))
-    module.exit_json(changed=False, gpu_processes=processes, gpus=gpu_list,
-                     driver_version=', '.join(versions), gpu_source=gpu_source,
-                     cuda_source=cuda_source, **figures)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == '__main__':

@@ -9,10 +9,14 @@
   finds no engine and names the worker it waits for; once the worker is back too, Ray's containers
   (started by Docker at boot) form the cluster and the same launch serves again, the known answer
   checked, with no command from the controller;
+- after the power cut, a real Prometheus (Debian's), started with the command the launch printed,
+  scrapes every node's exporter (back with its node) and the engine (rule O6): the figures are the
+  unified_memory module's, a leak planted on the worker shows on the worker alone, and every series
+  of the collection's Grafana dashboard has data;
 - an engine that fails on every start (its port held by another process): the restart budget is
   spent, no restart after it, and the state is in the watchdog's metrics and in drift.yml's O4
   finding (and, in the same drift run, a worker's Ray container that would not come back after a
-  power cut is its O5 finding).
+  power cut is its O5 finding, its stopped metrics exporter its O6 finding).
 
 The watchdog is off on the simulated clusters (inventory/group_vars/gb10_sim.yml: the other fault
 cases would race it); the launch step turns it on here, sized for the simulation. The module runs
@@ -21,13 +25,17 @@ and spends the budget: the TP=3 deploy's launch removes the watchdog (gb10_watch
 """
 
 import json
+import shlex
+import socket
 import subprocess
 import time
+import urllib.parse
+import urllib.request
 
 import pytest
 
-from .helpers import (HEAD, LAUNCH, PORT, PROFILE, TINY_ANSWER, WORKER, assert_succeeded, drift, findings, healthy,
-                      on_host)
+from .helpers import (HEAD, LAUNCH, PORT, PROFILE, SUMMARY_TASK, TINY_ANSWER, WORKER, assert_succeeded, drift,
+                      findings, healthy, ok_results, on_host)
 
 DATA = "/var/lib/gb10/watchdog"  # vllm_serve_watchdog_dir's default
 CONTAINER = "gb10-watchdog"  # vllm_serve_watchdog_container's default
@@ -131,6 +139,9 @@ def test_after_a_power_cut_the_cluster_serves_again_with_no_command(watchdog, ru
     # Ray containers' comparison leaves the policy that the launch step set after serving (O5).
     rerun = run_playbook(LAUNCH, watchdog.inventory, timeout=1800, extravars=SETTINGS)
     assert_succeeded(rerun, watchdog.hosts)
+    # Where the metrics are (O6), for the Prometheus case after this one.
+    PRINTED.extend(line for line in rerun.results_by_host(task=SUMMARY_TASK)[head]["msg"]
+                   if line.startswith("Metrics (O6): "))
     assert {h: rerun.stats[h]["changed"] for h in watchdog.hosts} == {h: 0 for h in watchdog.hosts}, rerun.stats
     for host, name in ((head, HEAD), (worker, WORKER)):
         assert on_host(host, "docker", "inspect", "-f", "{{.HostConfig.RestartPolicy.Name}}", name).strip() \
@@ -159,6 +170,82 @@ def test_after_a_power_cut_the_cluster_serves_again_with_no_command(watchdog, ru
     assert TINY_ANSWER.strip() in recovery["answer"], recovery
     assert healthy(head)
     assert metrics(head)["gb10_watchdog_restart_budget_left"] == "1"
+
+
+PRINTED = []  # the launch summary's metrics line, kept by the power-cut case
+EXPORTER = "gb10-node-metrics"  # node_metrics_container's default
+DASHBOARD = "roles/node_metrics/files/grafana-gb10-serving.json"
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(watchdog, run_adhoc, tmp_path):
+    head, worker = watchdog.head, watchdog.hosts[1]
+    assert len(PRINTED) == 1 and "/metrics, the same on every node" in PRINTED[0], PRINTED
+    # The command as printed, with a data folder and a loopback address of this test's own.
+    command = PRINTED[0].split("Prometheus for the cluster: ", 1)[1]
+    port = free_port()
+    argv = shlex.split(command) + ["--storage.tsdb.path=%s" % (tmp_path / "data"),
+                                   "--web.listen-address=127.0.0.1:%d" % port]
+    log = open(tmp_path / "prometheus.log", "w")
+    prometheus = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+
+    def query(expr):
+        """The instant query's result; nothing while Prometheus is still starting."""
+        url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": expr}))
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                return json.load(answer)["data"]["result"]
+        except OSError:
+            assert prometheus.poll() is None, open(tmp_path / "prometheus.log").read()[-2000:]
+            return []
+
+    def by_node(expr):
+        return {r["metric"].get("node"): float(r["value"][1]) for r in query(expr)}
+
+    try:
+        # Every node's exporter (back with its node after the power cut) and the engine, up.
+        targets = {(h, "gb10-node") for h in watchdog.hosts} | {(head, "gb10-engine")}
+        wait_for("every target scraped and up",
+                 lambda: {(r["metric"]["node"], r["metric"]["job"]) for r in query("up") if r["value"][1] == "1"}
+                 == targets, 90)
+
+        # A leak on the worker (20 GiB held by the driver, H4): its figures move, the head's do not,
+        # and they are what the unified_memory module reports on each node.
+        before = by_node("gb10_unified_memory_unaccounted_gib")
+        on_host(worker, "/opt/gb10-sim/bin/gb10-plant-leak", "20")
+        try:
+            wait_for("the leak in Prometheus", lambda: by_node("gb10_unified_memory_unaccounted_gib").get(worker, 0)
+                     >= before[worker] + 19.9, 60)
+            read = run_adhoc("gb10.serving.unified_memory", "proc_root={{ gb10_proc_root }} "
+                             "nvidia_smi={{ gb10_nvidia_smi }} cuda_probe={{ gb10_cuda_probe }}", watchdog.inventory)
+            module = ok_results(read, watchdog.hosts)
+            for key in ("total_gib", "available_gib", "unaccounted_gib"):
+                scraped = by_node("gb10_unified_memory_" + key)
+                assert scraped == {h: module[h][key] for h in watchdog.hosts}, (key, scraped, module)
+            assert by_node("gb10_unified_memory_unaccounted_gib")[head] == before[head]
+            # The engine's ranks hold GPU memory on both nodes: a gap, not a leak (H4's verdict).
+            assert by_node("gb10_gpu_workload") == {h: 1.0 for h in watchdog.hosts}
+            assert by_node("gb10_unified_memory_leaked") == {h: 0.0 for h in watchdog.hosts}
+        finally:
+            on_host(worker, "/opt/gb10-sim/bin/gb10-plant-leak", "0")
+
+        # The link measurement, the watchdog's state and the engine's own series: every expression
+        # of the dashboard the collection ships has data (a rate needs two scrapes).
+        with open(DASHBOARD) as f:
+            exprs = [t["expr"] for panel in json.load(f)["panels"] for t in panel.get("targets", [])]
+        wait_for("data for every dashboard expression", lambda: all(query(expr) for expr in exprs), 60)
+        assert by_node("gb10_link_check_ok") == {h: 1.0 for h in watchdog.hosts}
+        assert by_node("gb10_engine_answering") == {head: 1.0}
+        assert by_node("gb10_watchdog_restart_budget_left") == {head: 1.0}
+    finally:
+        prometheus.terminate()
+        prometheus.wait(timeout=60)
+        log.close()
 
 
 def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(watchdog, run_playbook):
@@ -191,12 +278,15 @@ def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(w
         # drift.yml names it under O4 on the head (the engine that does not run is R1's). In the
         # same run: the worker's Ray container set back to restart `no`, which would leave that
         # node out after a power cut, is its O5 finding; the head's, as the launch set it, is none.
+        # Its metrics exporter stopped is its O6 finding (the deploy starts it again).
         worker = watchdog.hosts[1]
         on_host(worker, "docker", "update", "--restart", "no", WORKER)
+        on_host(worker, "docker", "stop", EXPORTER)
         result = drift(run_playbook, watchdog, gb10_watchdog=True)
         assert result.status == "failed"
         found = findings(result)
-        assert {(head, "O4"), (head, "R1"), (worker, "O5")} <= found and (head, "O5") not in found, found
+        assert {(head, "O4"), (head, "R1"), (worker, "O5"), (worker, "O6")} <= found, found
+        assert (head, "O5") not in found and (head, "O6") not in found, found
         message = [e["res"]["msg"] for e in result.host_results(host=head, event="runner_on_failed")
                    if e["task"].endswith("(O4)")]
         assert message and "gave up: 3 recoveries within 3600 s" in message[0], message

@@ -129,10 +129,13 @@ def test_running_vllm_is_a_gpu_workload_not_a_leak(kit, run_module, tmp_path):
     core = tmp_path / 'proc' / '4122'
     core.mkdir()
     (core / 'cmdline').write_bytes(b'VLLM::EngineCore\0')  # its engine core, by process title
+    rank = tmp_path / 'proc' / '4123'
+    rank.mkdir()
+    (rank / 'cmdline').write_bytes(b'ray::RayWorkerProc.run\0')  # a worker's rank under vLLM 0.32
     kit.run('gb10-plant-leak', '60')  # the engine's memory looks the same as a leak
     failed, result = run_module(unified_memory.main, kit.args())
     assert result['gpu_workload'] is True
-    assert sorted(app['pid'] for app in result['gpu_processes']) == [4121, 4122]
+    assert sorted(app['pid'] for app in result['gpu_processes']) == [4121, 4122, 4123]
     assert result['leaked'] is False
 
 

@@ -2,6 +2,7 @@ import json
 import os
 import stat
 
+from ansible_collections.gb10.serving.plugins.module_utils import unified_memory as reading
 from ansible_collections.gb10.serving.plugins.modules import unified_memory
 
 H100 = 'nvidia-h100-80gb-hbm3-580.159.04.'
@@ -125,7 +126,7 @@ def test_nonpositive_threshold_is_refused(run_module, tmp_path):
 
 
 def test_nvml_requested_without_pynvml_says_so(run_module, tmp_path, fixture_path, monkeypatch):
-    monkeypatch.setattr(unified_memory, 'HAS_PYNVML', False)
+    monkeypatch.setattr(reading, 'HAS_PYNVML', False)
     root = proc_root(tmp_path, fixture_path, ('proc', 'meminfo.gb10-after-load'))
     failed, result = run_module(unified_memory.main, {'proc_root': root, 'gpu_source': 'nvml'})
     assert failed and 'nvidia-ml-py' in result['msg']
