@@ -36,12 +36,33 @@ fi
 
 # Start an engine only when none answers (a desktop or CI machine may already run one).
 if ! docker info >/dev/null 2>&1; then
+  # A dockerd killed with its machine (a CI machine recycled mid-run) leaves its pid files; when
+  # the recorded pid now belongs to another process, dockerd refuses to start ("pid file found").
+  # A pid file whose process is not a dockerd/containerd is stale and removed.
+  for pidfile in /var/run/docker.pid /var/run/docker/containerd/containerd.pid; do
+    [ -f "$pidfile" ] || continue
+    pid=$(cat "$pidfile" 2>/dev/null || true)
+    comm=$(cat "/proc/${pid:-0}/comm" 2>/dev/null || true)
+    case "$comm" in
+      dockerd|containerd) ;;
+      *) echo "host-deps: removing the stale $pidfile (pid ${pid:-none} is not running a Docker daemon)"
+         rm -f "$pidfile" ;;
+    esac
+  done
   echo "host-deps: starting dockerd"
   mkdir -p /var/log
   nohup dockerd >/var/log/gb10-dockerd.log 2>&1 &
-  for _ in $(seq 1 60); do
+  dockerd_pid=$!
+  # Restoring containers that an earlier run left behind comes before the API answers: up to
+  # 180 s, and no longer once dockerd itself has exited.
+  for _ in $(seq 1 180); do
     docker info >/dev/null 2>&1 && break
+    kill -0 "$dockerd_pid" 2>/dev/null || break
     sleep 1
   done
-  docker info >/dev/null 2>&1 || { echo "host-deps: dockerd did not answer in 60 s, see /var/log/gb10-dockerd.log" >&2; exit 1; }
+  if ! docker info >/dev/null 2>&1; then
+    echo "host-deps: dockerd did not answer (see /var/log/gb10-dockerd.log); its last lines:" >&2
+    tail -n 25 /var/log/gb10-dockerd.log >&2 || true
+    exit 1
+  fi
 fi
