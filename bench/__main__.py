@@ -41,6 +41,8 @@ def main(argv=None):
                         help='copy-local: source end on one half of the CPUs, pulling end on the other')
     parser.add_argument('--nodes', type=int, nargs='+', choices=[2, 3], default=[2, 3],
                         help='deploy-time: simulated cluster sizes (default 2 3)')
+    parser.add_argument('--faults', nargs='+', choices=['hang', 'power', 'leak'], default=['hang', 'power', 'leak'],
+                        help='watchdog: the faults to inject, in that order (default all three)')
     args = parser.parse_args(argv)
     bench = importlib.import_module(MODULES[args.name])
     if args.name == 'controller-scaling':
@@ -50,7 +52,7 @@ def main(argv=None):
     elif args.name == 'copy-local':
         result = bench.run(args.gib, args.file_mib, tuple(args.streams), args.repeat, args.split_cpus)
     elif args.name == 'watchdog':
-        result = bench.run(args.repeat)
+        result = bench.run(args.repeat, faults=tuple(args.faults))
     else:
         result = bench.run(tuple(args.nodes))
     os.makedirs(OUT, exist_ok=True)

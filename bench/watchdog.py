@@ -14,6 +14,14 @@ simulated 2-Spark cluster (tests/sim/cluster.py), through ansible-runner:
          shutdown), then started again together; detection is from the power's return to the
          start of the recovery (the watchdog boots with the head and finds no engine), back is
          from the power's return to the known answer checked. Nothing comes from the controller.
+  leak   --repeat times (rules H4, O4): the worker's Ray container dies under its rank (its init
+         killed, as a crash or the OOM killer ends it); the simulated driver keeps the rank's
+         unified memory until a reboot. Detection is from the kill to the start of the recovery;
+         the leak step is from the engine's stop to the worker back in Ray (the exporters' reading,
+         reboot-if-leaked through the cluster SSH gate, the node's boot); back is from the kill to
+         the known answer checked.
+
+--faults picks the parts (default all three, in that order).
 
 By design detection is at most one interval plus the deadline (a probe that started just before the
 stall waits its deadline); on a Spark the defaults are 60 s and 120 s, twice in a row
@@ -64,7 +72,15 @@ def _recovery_after(head, since):
     return recovery
 
 
-def run(repeat=3, interval=3, deadline=10):
+FAULTS = ('hang', 'power', 'leak')
+
+
+def _leak_step(recovery):
+    """Seconds from the engine's stop to every node back in Ray: the leak readings, the reboot, the boot."""
+    return round(recovery['nodes_back_s'] - recovery['stopped_s'], 1)
+
+
+def run(repeat=3, interval=3, deadline=10, faults=FAULTS):
     sys.path.insert(0, os.path.join(TOP, 'tests', 'sim'))
     import cluster  # tests/sim/cluster.py: the simulation's own manager
 
@@ -75,13 +91,15 @@ def run(repeat=3, interval=3, deadline=10):
         run_playbook(os.path.join(TOP, PLAYBOOK), inventory)
     settings = {'gb10_profile': PROFILE, 'gb10_watchdog': True, 'vllm_serve_watchdog_interval_s': interval,
                 'vllm_serve_watchdog_deadline_s': deadline, 'vllm_serve_watchdog_failures': 1,
-                'vllm_serve_watchdog_max_restarts': 2 * repeat + 1}
+                'vllm_serve_watchdog_max_restarts': len(faults) * repeat + 1,
+                # The exporters read every 5 s (the e2e case's size): a reading after the stop comes soon.
+                'node_metrics_interval_s': 5}
     result = {'cpus': os.cpu_count(), 'loadavg_before': os.getloadavg(), 'interval_s': interval,
-              'deadline_s': deadline, 'hangs': [], 'power_cuts': []}
+              'deadline_s': deadline, 'hangs': [], 'power_cuts': [], 'leaks': []}
     _on(head, 'rm', '-f', STATE)  # a fresh budget for this run
     run_playbook(LAUNCH, inventory, extravars=settings)
     try:
-        for _try in range(repeat):
+        for _try in range(repeat if 'hang' in faults else 0):
             time.sleep(2 * interval)  # a probe or two on the healthy engine first
             _on(worker, 'docker', 'exec', 'gb10-ray-worker', 'pkill', '-STOP', '-f', '^ray::RayWorker')
             stalled = time.time()
@@ -89,7 +107,7 @@ def run(repeat=3, interval=3, deadline=10):
             result['hangs'].append({'detection_s': round(recovery['started'] - stalled, 1),
                                     'back_s': round(recovery['started'] + recovery['back_s'] - stalled, 1),
                                     'recovery_s': recovery['back_s'], 'stop': recovery['stopped']})
-        for _try in range(repeat):
+        for _try in range(repeat if 'power' in faults else 0):
             time.sleep(2 * interval)
             subprocess.run(['docker', 'kill', head, worker], check=True, capture_output=True, timeout=120)
             back_on = time.time()
@@ -98,6 +116,18 @@ def run(repeat=3, interval=3, deadline=10):
             result['power_cuts'].append({'detection_s': round(recovery['started'] - back_on, 1),
                                          'back_s': round(recovery['started'] + recovery['back_s'] - back_on, 1),
                                          'recovery_s': recovery['back_s']})
+        for _try in range(repeat if 'leak' in faults else 0):
+            time.sleep(2 * interval)
+            init = _on(worker, 'docker', 'inspect', '-f', '{{.State.Pid}}', 'gb10-ray-worker').strip()
+            _on(worker, 'kill', '-KILL', init)
+            killed = time.time()
+            recovery = _recovery_after(head, killed)
+            if set(recovery.get('rebooted', {})) != {worker}:
+                raise RuntimeError('the watchdog did not reboot the leaked worker alone: %s' % recovery)
+            result['leaks'].append({'detection_s': round(recovery['started'] - killed, 1),
+                                    'back_s': round(recovery['started'] + recovery['back_s'] - killed, 1),
+                                    'recovery_s': recovery['back_s'], 'leak_step_s': _leak_step(recovery),
+                                    'unaccounted_gib': recovery['memory'][worker].get('unaccounted_gib')})
     finally:
         run_playbook(LAUNCH, inventory, extravars={'gb10_profile': PROFILE, 'gb10_watchdog': False})
         _on(head, 'rm', '-f', STATE)  # its recoveries would count against the next watchdog's budget
@@ -116,4 +146,10 @@ def table(result):
               '| power back -> serving again (s) |', '|---|---|---|---|']
     for number, cut in enumerate(result['power_cuts'], 1):
         lines.append('| %d | %.1f | %.1f | %.1f |' % (number, cut['detection_s'], cut['recovery_s'], cut['back_s']))
+    lines += ['', '| leak | kill -> recovery starts (s) | engine stopped -> worker rebooted and back in Ray (s) '
+              '| recovery in all (s) | kill -> serving again (s) | leaked (GiB) |', '|---|---|---|---|---|---|']
+    for number, leak in enumerate(result['leaks'], 1):
+        figures = (number, leak['detection_s'], leak['leak_step_s'], leak['recovery_s'], leak['back_s'],
+                   leak['unaccounted_gib'])
+        lines.append('| %d | %.1f | %.1f | %.1f | %.1f | %s |' % figures)
     return '\n'.join(lines)

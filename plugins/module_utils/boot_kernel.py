@@ -4,12 +4,15 @@
 """Which kernel a node boots next, and whether the pinned NVIDIA driver's modules are there for
 it (rule H1, issue 27): a kernel update whose NVIDIA modules were never built (DKMS without the
 kernel's headers, a module package not installed) brings the node back from its next reboot
-without a GPU. Pure parsing and planning; module boot_kernel reads the files."""
+without a GPU. Parsing and planning, and inspect(), the reading of a node's boot files that module
+boot_kernel and role node_metrics' leak reboot (gb10_leak_reboot.py) share."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
+import os
 import re
 
 VMLINUZ = re.compile(r'^vmlinuz-(.+)$')
@@ -158,3 +161,36 @@ def plan(kernel, how, modules, branch, running=None):
                           % (kernel, how, found, branch))
     out['fix'] = fix
     return out
+
+
+def _read_text(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return ''
+
+
+def _file_version(path):
+    try:
+        with open(path, 'rb') as handle:
+            return modinfo_version(handle.read())
+    except (IOError, OSError):
+        return None
+
+
+def inspect(root, branch, modinfo=None, running=None):
+    """plan() for the node whose file system is at root: the kernel GRUB boots next and the
+    nvidia.ko* under its /lib/modules. modinfo(path) gives a module's version (modinfo -F version)
+    or None, in which case the file's own .modinfo strings are read (an uncompressed .ko)."""
+    boot = os.path.join(root, 'boot')
+    names = sorted(os.listdir(boot)) if os.path.isdir(boot) else []
+    kernel, how = next_kernel(_read_text(os.path.join(boot, 'grub', 'grub.cfg')),
+                              _read_text(os.path.join(root, 'etc', 'default', 'grub')),
+                              _read_text(os.path.join(boot, 'grub', 'grubenv')), names)
+    modules = []
+    if kernel:
+        found = glob.glob(os.path.join(root, 'lib', 'modules', kernel, '**', 'nvidia.ko*'), recursive=True)
+        modules = [{'path': path, 'version': (modinfo(path) if modinfo else None) or _file_version(path)}
+                   for path in sorted(found)]
+    return plan(kernel, how, modules, branch, running=running)

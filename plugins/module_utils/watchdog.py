@@ -19,7 +19,10 @@ FAILING = "failing"
 RECOVERING = "recovering"
 OUT_OF_BUDGET = "out_of_budget"
 WRONG_ANSWER = "wrong_answer"
-STATES = (SERVING, FAILING, RECOVERING, OUT_OF_BUDGET, WRONG_ANSWER)
+LEAKED = "leaked"
+STATES = (SERVING, FAILING, RECOVERING, OUT_OF_BUDGET, WRONG_ANSWER, LEAKED)
+# States only an operator's run ends (the watchdog entry point, when it finds the engine serving).
+FINAL = (OUT_OF_BUDGET, LEAKED)
 
 
 def probe_verdict(probe, expect=None):
@@ -52,11 +55,11 @@ def next_action(state, verdict, failures, failures_to_recover, budget):
 
     state: the state file's 'status'; failures: consecutive failed probes, this one included;
     budget: budget_left(). Returns (action, status): action is 'none', 'recover' or 'give_up'.
-    An exhausted budget is final: the watchdog leaves everything to the operator until a deploy
-    run that served gives the budget back (no restart loops).
+    An exhausted budget, or a node whose memory leaked, is final: the watchdog leaves everything to
+    the operator until a deploy run that served gives the budget back (no restart loops).
     """
-    if state == OUT_OF_BUDGET:
-        return "none", OUT_OF_BUDGET
+    if state in FINAL:
+        return "none", state
     if verdict == "ok":
         return "none", SERVING
     if verdict == "wrong":
@@ -79,6 +82,42 @@ def missing_nodes(expected, alive):
     """
     alive = set(alive)
     return ["%s (%s)" % (name, address) for name, address in sorted(expected.items()) if address not in alive]
+
+
+def page_values(text):
+    """{name: float} of the samples without labels on a Prometheus text page."""
+    values = {}
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and not line.startswith("#") and "{" not in parts[0]:
+            try:
+                values[parts[0]] = float(parts[1])
+            except ValueError:
+                pass
+    return values
+
+
+def leak_reading(text, since):
+    """What a node's exporter page (role node_metrics, rule O6) says of a leak after the engine
+    stopped at `since` (Unix time): {'state', 'unaccounted_gib', 'threshold_gib', 'why'}.
+
+    state 'leaked' or 'healthy' is the unified_memory module's verdict (H4) on a reading taken after
+    the stop with no GPU process left; 'wait' is a reading too old, a failed read, or one with the
+    engine's processes still on the GPU, which a later reading settles.
+    """
+    values = page_values(text)
+    figures = {"unaccounted_gib": values.get("gb10_unified_memory_unaccounted_gib"),
+               "threshold_gib": values.get("gb10_unified_memory_leak_threshold_gib")}
+    read_at = values.get("gb10_node_metrics_read_timestamp_seconds")
+    if values.get("gb10_node_metrics_read_ok") != 1:
+        return dict(figures, state="wait", why="its last read of memory failed")
+    if read_at is None or read_at < float(since):
+        return dict(figures, state="wait", why="no reading since the engine stopped")
+    if values.get("gb10_gpu_workload") != 0:
+        return dict(figures, state="wait", why="processes still on the GPU")
+    if "gb10_unified_memory_leaked" not in values:
+        return dict(figures, state="wait", why="no leak verdict on its page")
+    return dict(figures, state="leaked" if values["gb10_unified_memory_leaked"] == 1 else "healthy", why="")
 
 
 def metrics_text(state, now, max_restarts, window_s):

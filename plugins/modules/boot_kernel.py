@@ -98,34 +98,10 @@ fix:
   sample: "build them before the reboot: sudo apt-get install linux-headers-6.17.0-1008-nvidia && ..."
 '''
 
-import glob
-import os
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gb10.serving.plugins.module_utils.boot_kernel import modinfo_version, next_kernel, plan
-
-
-def read_text(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return ''
-
-
-def module_version(module, path):
-    """modinfo's answer for the file, else its own .modinfo strings (an uncompressed .ko)."""
-    modinfo = module.get_bin_path('modinfo')
-    if modinfo:
-        rc, out, unused_err = module.run_command([modinfo, '-F', 'version', path])
-        if rc == 0 and out.strip():
-            return out.strip().splitlines()[0]
-    try:
-        with open(path, 'rb') as handle:
-            return modinfo_version(handle.read())
-    except (IOError, OSError):
-        return None
+from ansible_collections.gb10.serving.plugins.module_utils.boot_kernel import inspect
 
 
 def main():
@@ -136,17 +112,16 @@ def main():
         ),
         supports_check_mode=True,
     )
-    root = module.params['root']
-    boot = os.path.join(root, 'boot')
-    names = sorted(os.listdir(boot)) if os.path.isdir(boot) else []
-    kernel, how = next_kernel(read_text(os.path.join(boot, 'grub', 'grub.cfg')),
-                              read_text(os.path.join(root, 'etc', 'default', 'grub')),
-                              read_text(os.path.join(boot, 'grub', 'grubenv')), names)
-    modules = []
-    if kernel:
-        found = glob.glob(os.path.join(root, 'lib', 'modules', kernel, '**', 'nvidia.ko*'), recursive=True)
-        modules = [{'path': path, 'version': module_version(module, path)} for path in sorted(found)]
-    result = plan(kernel, how, modules, module.params['branch'], running=platform.release())
+    modinfo_bin = module.get_bin_path('modinfo')
+
+    def modinfo(path):
+        """modinfo's answer for the file (None: the file's own .modinfo strings are read)."""
+        if not modinfo_bin:
+            return None
+        rc, out, unused_err = module.run_command([modinfo_bin, '-F', 'version', path])
+        return out.strip().splitlines()[0] if rc == 0 and out.strip() else None
+
+    result = inspect(module.params['root'], module.params['branch'], modinfo, running=platform.release())
     module.exit_json(changed=False, **result)
 
 

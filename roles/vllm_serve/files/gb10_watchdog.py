@@ -130,6 +130,20 @@ def probe(config, question):
     return result
 
 
+class Leaked(Exception):
+    """Leaked nodes the watchdog did not free: the operator's, through recover.yml."""
+
+    def __init__(self, names, memory, why):
+        super().__init__(
+            "%s (rule H4; the unified_memory module's verdict, read from each node's metrics exporter): %s. "
+            "playbooks/recover.yml reboots only the leaked nodes, then the deploy (or playbooks/launch.yml) "
+            "serves again; drift.yml's report gives both commands for this inventory. Until then the "
+            "watchdog only watches."
+            % ("; ".join("%s has %s GiB of unified memory unaccounted (threshold %s GiB)"
+                         % (name, memory[name].get("unaccounted_gib"), memory[name].get("threshold_gib"))
+                         for name in names), why))
+
+
 class Watchdog:
     def __init__(self, config):
         self.config = config
@@ -184,7 +198,8 @@ class Watchdog:
             self.recover(verdict, result)
 
     def recover(self, verdict, result):
-        """Keep the logs, stop the engine gracefully, relaunch the same launch, check the answer."""
+        """Keep the logs, stop the engine gracefully, have the nodes whose memory leaked reboot
+        themselves (H4), wait for every node, relaunch the same launch, check the answer."""
         config = self.config
         started = time.time()
         self.state["recoveries"].append(round(started, 3))
@@ -198,11 +213,32 @@ class Watchdog:
         container = config["container"]
         try:
             self.keep_logs(incident)
+            # No Ray head container (after a power cut it may start after this one): no engine to stop.
+            if container_running(container):
+                rc, out = exec_in(container, ["sh", "-c", config["stop_script"], "sh", config["state_dir"],
+                                              str(config["stop_timeout_s"])], timeout=config["stop_timeout_s"] + 60)
+                record["stopped"] = out.decode(errors="replace").strip()
+            else:
+                record["stopped"] = "no engine: %s is not running" % container
+            record["stopped_s"] = round(time.time() - started, 1)  # where the recovery's time went
+            log("engine stop (SIGTERM first, H4): %s" % record["stopped"])
+            # A relaunch onto a node whose unified memory leaked (an engine killed with its
+            # container) cannot get the memory it is sized for (H4): only a reboot frees it.
+            record["memory"] = self.check_leaks(time.time())
+            leaked = sorted(name for name, seen in record["memory"].items() if seen["state"] == "leaked")
+            if leaked and not config.get("leak_reboot"):
+                raise Leaked(leaked, record["memory"], "the watchdog does not reboot nodes here (leak_reboot off)")
+            if leaked:
+                record["rebooted"] = self.reboot_leaked(leaked, record)
             self.wait_for_nodes()
-            rc, out = exec_in(container, ["sh", "-c", config["stop_script"], "sh", config["state_dir"],
-                                          str(config["stop_timeout_s"])], timeout=config["stop_timeout_s"] + 60)
-            log("engine stop (SIGTERM first, H4): %s" % out.decode(errors="replace").strip())
-            record["stopped"] = out.decode(errors="replace").strip()
+            record["nodes_back_s"] = round(time.time() - started, 1)
+            if leaked:
+                # The reboot freed it (H4), on readings taken once the nodes were back.
+                after = self.check_leaks(time.time(), booted=leaked)
+                record["memory_after_reboot"] = after
+                still = sorted(name for name in leaked if after.get(name, {}).get("state") == "leaked")
+                if still:
+                    raise Leaked(still, after, "still leaked after a reboot: something else holds it")
             # The launch script the deploy rendered and started, if it is still the launch this
             # watchdog was installed for: a launch changed behind its back is the operator's.
             launch = config["state_dir"] + "/launch.sh"
@@ -228,6 +264,10 @@ class Watchdog:
             record["result"] = "serving"
             self.state.update(status=logic.SERVING, failures=0, answer_correct=True)
             log("back to serving after %s s: the known answer checked" % record["back_s"])
+        except Leaked as exc:
+            record["result"] = "leaked, not relaunched: %s" % exc
+            self.state["status"] = logic.LEAKED
+            log("LEAKED, not relaunched: %s" % exc)
         except Exception as exc:  # noqa: BLE001 - any failure ends this try; the budget bounds the next
             record["result"] = "failed: %s" % exc
             self.state["status"] = logic.FAILING
@@ -246,6 +286,101 @@ class Watchdog:
             rc, out = exec_in(container, ["tail", "-c", "20000000", self.config["state_dir"] + "/engine.log"])
             with open(os.path.join(incident, "engine.log"), "wb") as handle:
                 handle.write(out)
+
+    def check_leaks(self, since, booted=()):
+        """Each node's leak verdict from its metrics exporter (rule O6), on a reading taken after
+        `since` with no GPU process left, at most leak_read_timeout_s. An exporter that does not
+        answer (node down, exporter off) is not waited for, its node reported unread, except on the
+        nodes in `booted`: just back from a reboot, their exporters start after Ray's container."""
+        exporters = self.config.get("exporters") or {}
+        seen = {}
+        deadline = time.monotonic() + self.config.get("leak_read_timeout_s", 60)
+        while exporters and not stopping:
+            for name, url in sorted(exporters.items()):
+                if seen.get(name, {}).get("state") in ("leaked", "healthy", "unread"):
+                    continue
+                try:
+                    with urllib.request.urlopen(url, timeout=10) as response:
+                        seen[name] = logic.leak_reading(response.read().decode(errors="replace"), since)
+                except (OSError, ValueError, http.client.HTTPException) as exc:
+                    seen[name] = {"state": "wait" if name in booted else "unread",
+                                  "why": "its exporter %s does not answer: %s" % (url, exc)}
+            if all(reading["state"] != "wait" for reading in seen.values()) or time.monotonic() >= deadline:
+                break
+            time.sleep(2)
+        for name, reading in sorted(seen.items()):
+            if reading["state"] not in ("leaked", "healthy"):
+                log("memory of %s not checked for a leak: %s" % (name, reading["why"]))
+        return seen
+
+    def on_head_node(self, argv, timeout=120):
+        """(exit status, output) of argv run on the head node itself, with its own programs (ssh and
+        the cluster key of role cluster_link): a short-lived container of this image with the node's
+        root read-only at /host, chrooted into it. The Docker socket this watchdog holds already
+        gives it that much on the head; nothing more is given to it on the other nodes."""
+        status, body = docker("POST", "/containers/create",
+                              {"Image": self.config["image"], "Entrypoint": ["chroot", "/host"], "Cmd": argv,
+                               "Labels": {"gb10.serving/role": "watchdog"},
+                               "HostConfig": {"NetworkMode": "host", "Binds": ["/:/host:ro"]}})
+        if status != 201:
+            raise RuntimeError("docker create for %s: %s %s" % (argv[0], status, body[:200]))
+        helper = json.loads(body)["Id"]
+        try:
+            docker("POST", "/containers/%s/start" % helper)
+            status, body = docker("POST", "/containers/%s/wait" % helper, timeout=timeout)
+            code = json.loads(body)["StatusCode"] if status == 200 else None
+            raw = docker("GET", "/containers/%s/logs?stdout=1&stderr=1" % helper)[1]
+            return code, demux(raw).decode(errors="replace")
+        finally:
+            docker("DELETE", "/containers/%s?force=1" % helper)
+
+    def reboot_leaked(self, leaked, record):
+        """Ask each leaked node, through the cluster SSH gate, to reboot itself (`reboot-if-leaked`:
+        the node decides on its own reading, H4, and refuses a kernel without the NVIDIA modules,
+        H1), then wait until it went down. The head comes last: its reboot ends this program, which
+        Docker starts again with the node; its next probe begins the next recovery."""
+        head = self.config["head"]
+        asked = {}
+        for name in sorted(leaked, key=lambda n: (n == head, n)):
+            address = self.config["nodes"][name]
+            if name == head:
+                record["result"] = "rebooting the head (%s), leaked; the next recovery goes on after its boot" % name
+                record["rebooted"] = asked
+                with open(os.path.join(record["incident"], "recovery.json"), "w") as handle:
+                    json.dump(record, handle, indent=1, sort_keys=True)
+                self.save()
+            log("asking %s (%s) to reboot itself, leaked (H4)" % (name, address))
+            code, out = self.on_head_node([self.config["cluster_ssh"], address, "reboot-if-leaked"])
+            try:
+                answer = json.loads(out.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                answer = {"rebooting": False, "refused": "no answer from reboot-if-leaked (exit %s): %s"
+                          % (code, out.strip()[-500:])}
+            asked[name] = answer
+            if answer.get("leaked") is False and not answer.get("refused"):
+                log("%s's own reading finds no leak (%s GiB unaccounted): not rebooted"
+                    % (name, answer.get("unaccounted_gib")))
+                continue
+            if not answer.get("rebooting"):
+                raise Leaked([name], {name: answer}, answer.get("refused") or "it did not reboot")
+            self.wait_down(name)
+        rebooted = sorted(name for name, answer in asked.items() if answer.get("rebooting"))
+        log("rebooted %s; waiting for them to be back" % (", ".join(rebooted) or "none"))
+        return asked
+
+    def wait_down(self, name):
+        """Until the node's exporter stops answering (the node went down), at most nodes_timeout_s."""
+        url = self.config["exporters"][name]
+        deadline = time.monotonic() + self.config["nodes_timeout_s"]
+        while time.monotonic() < deadline and not stopping:
+            try:
+                with urllib.request.urlopen(url, timeout=3):
+                    pass
+            except (OSError, http.client.HTTPException):
+                return
+            time.sleep(1)
+        raise RuntimeError("%s said it reboots but still answered after %s s (nodes_timeout_s)"
+                           % (name, self.config["nodes_timeout_s"]))
 
     def alive_node_addresses(self):
         """The cluster-link addresses of the nodes Ray shows alive; None while the head's Ray is not up."""

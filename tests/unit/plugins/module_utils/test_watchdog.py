@@ -8,7 +8,10 @@ import math
 
 import pytest
 
+from ansible_collections.gb10.serving.plugins.module_utils import node_metrics as nm
 from ansible_collections.gb10.serving.plugins.module_utils import watchdog as w
+
+from test_node_metrics import gb10_reading
 
 OK = {"error": None, "tokens": 5, "content": "The answer is 42."}
 
@@ -50,6 +53,9 @@ def test_the_budget_counts_only_recoveries_within_its_window():
     (w.OUT_OF_BUDGET, "ok", 0, 3, ("none", w.OUT_OF_BUDGET)),
     # A wrong answer is not restarted: the same launch answers the same.
     (w.SERVING, "wrong", 5, 3, ("none", w.WRONG_ANSWER)),
+    # A leaked node handed over to recover.yml: no relaunch until an operator's run serves again.
+    (w.LEAKED, "down", 9, 3, ("none", w.LEAKED)),
+    (w.LEAKED, "ok", 0, 3, ("none", w.LEAKED)),
 ])
 def test_the_next_step_after_a_probe(state, verdict, failures, budget, expected):
     assert w.next_action(state, verdict, failures, 2, budget) == expected
@@ -107,3 +113,35 @@ NODES = {"spark-1": "192.168.100.10", "spark-2": "192.168.100.11", "spark-3": "1
 ])
 def test_a_relaunch_waits_for_the_nodes_ray_does_not_show_alive_by_name(alive, missing):
     assert w.missing_nodes(NODES, alive) == missing
+
+
+def exporter_page(tmp_path, fixture_path, read_at, **change):
+    """A node's exporter page (rule O6) as role node_metrics serves it, from the unified_memory
+    module's reading of a GB10 with 33 GiB held by the driver and no GPU process."""
+    reading = dict(gb10_reading(tmp_path, fixture_path), **change)
+    return nm.metrics_text(reading, None, read_at, 0.3)
+
+
+def test_a_leak_is_read_from_the_exporter_page_after_the_engine_stopped(tmp_path, fixture_path):
+    stopped = 1700000000.0
+    found = w.leak_reading(exporter_page(tmp_path, fixture_path, stopped + 4), stopped)
+    assert found["state"] == "leaked", found
+    assert found["unaccounted_gib"] > found["threshold_gib"] == 10.0
+    healthy = w.leak_reading(exporter_page(tmp_path, fixture_path, stopped + 4, leaked=False), stopped)
+    assert healthy["state"] == "healthy", healthy
+
+
+@pytest.mark.parametrize("read_at, change, why", [
+    # Read before the stop: the engine's memory may still have been in use.
+    (1699999990.0, {}, "no reading since the engine stopped"),
+    # The engine's processes not yet gone from the GPU: no verdict can be made (H4).
+    (1700000004.0, {"gpu_workload": True, "leaked": False}, "processes still on the GPU"),
+])
+def test_a_reading_that_cannot_tell_a_leak_is_waited_for(tmp_path, fixture_path, read_at, change, why):
+    found = w.leak_reading(exporter_page(tmp_path, fixture_path, read_at, **change), 1700000000.0)
+    assert (found["state"], found["why"]) == ("wait", why)
+
+
+def test_a_failed_read_is_waited_for():
+    page = nm.metrics_text(None, "nvidia-smi failed", 1700000004.0, 0.1)
+    assert w.leak_reading(page, 1700000000.0)["state"] == "wait"

@@ -1,0 +1,86 @@
+# gb10.serving: a node's leak reboot (issue 27, rules H4 and H1), installed by role node_metrics on
+# every node beside its exporter and run on the node itself (not in a container) by the cluster SSH
+# gate's `reboot-if-leaked` (role cluster_link) when the head's watchdog asks. The node decides on
+# its own reading, never on the caller's word: it reads its unified memory with the collection's
+# own code (plugins/module_utils/unified_memory.py, as the exporter and the unified_memory module
+# do), and reboots only when that reading says leaked (memory nothing accounts for above the
+# threshold, no GPU process: only a reboot frees it, H4) and the kernel it would boot has the running
+# NVIDIA driver's modules (H1: otherwise it would come back without its GPU). It prints one JSON line
+# with what it found and did; the reboot starts two seconds later, after the answer went out.
+"""Usage: gb10_leak_reboot.py CONFIG.json (role node_metrics' configuration)"""
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+# The collection's module_utils, copied under their import path (namespace packages).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ansible_collections.gb10.serving.plugins.module_utils.boot_kernel import inspect  # noqa: E402
+from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import MeasureError, measure  # noqa: E402
+
+COMMAND_TIMEOUT_S = 30
+# shutdown(8) where no reboot command is configured (gb10_reboot_command): systemd stops the
+# services, Docker's containers among them, before the reboot.
+DEFAULT_REBOOT = "shutdown -r now 'gb10.serving: leaked unified memory (rule H4)'"
+
+
+def run(argv):
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return 124, "", "%s gave no answer in %d s" % (argv[0], COMMAND_TIMEOUT_S)
+    return done.returncode, done.stdout, done.stderr
+
+
+def modinfo(path):
+    """modinfo's version of a module file; None lets inspect() read the file's own strings."""
+    if not shutil.which("modinfo"):
+        return None
+    rc, out, _err = run(["modinfo", "-F", "version", path])
+    return out.strip().splitlines()[0] if rc == 0 and out.strip() else None
+
+
+def decide(config):
+    """What this node found, and whether it reboots: {host, leaked, rebooting, ...}."""
+    found = {"host": platform.node(), "leaked": None, "rebooting": False}
+    try:
+        reading, _warnings = measure(run, proc_root=config["proc_root"], nvidia_smi=config["nvidia_smi"],
+                                     gpu_source=config["gpu_source"], cuda_probe=config["cuda_probe"],
+                                     leak_threshold_gib=config["leak_threshold_gib"])
+    except MeasureError as exc:
+        found["refused"] = "not rebooted: its unified memory could not be read: %s" % exc
+        return found
+    found.update(leaked=reading["leaked"], unaccounted_gib=reading["unaccounted_gib"],
+                 threshold_gib=reading["leak_threshold_gib"], gpu_workload=reading["gpu_workload"])
+    if not reading["leaked"]:
+        return found
+    if config.get("boot_check", True):
+        # The pinned branch is the one running: the deploy checked it (H1) and a leak is no driver change.
+        branch = (reading.get("driver_version") or "").split(".")[0]
+        boot = inspect(config["boot_root"], branch, modinfo, running=platform.release())
+        found["next_kernel"] = boot["kernel"]
+        if not boot["ok"]:
+            found["refused"] = "not rebooted: %s. Fix: %s" % (boot["problem"], boot["fix"])
+            return found
+    found["rebooting"] = True
+    return found
+
+
+def main():
+    with open(sys.argv[1]) as handle:
+        config = json.load(handle)
+    found = decide(config)
+    print(json.dumps(found, sort_keys=True), flush=True)
+    if found["rebooting"]:
+        # Its own session, so the end of the SSH session that asked does not take it down.
+        subprocess.Popen(["sh", "-c", "sleep 2; exec %s" % (config.get("reboot_command") or DEFAULT_REBOOT)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

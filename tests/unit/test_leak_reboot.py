@@ -1,0 +1,86 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A node's leak reboot (roles/node_metrics/files/gb10_leak_reboot.py, rules H4 and H1), run for
+real as the cluster SSH gate's `reboot-if-leaked` runs it: on a node laid out in a scratch folder
+(its meminfo, nvidia-smi and boot files), with a reboot command that leaves a mark. It reboots on
+its own reading only, and never onto a kernel without the NVIDIA modules. The watchdog that asks
+for it runs on the simulated cluster (tests/e2e/test_4b_watchdog.py)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from ansible_collections.gb10.serving.plugins.module_utils import unified_memory
+
+from plugins.modules.test_boot_kernel import NEW, OLD, node_root
+from plugins.module_utils.test_node_metrics import LEAKED_MEMINFO
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROGRAM = os.path.join(TOP, 'roles', 'node_metrics', 'files', 'gb10_leak_reboot.py')
+# Where the collection's module_utils import from (the role copies them beside the program).
+COLLECTIONS = os.path.abspath(os.path.join(os.path.dirname(unified_memory.__file__), *[os.pardir] * 5))
+HEALTHY_MEMINFO = LEAKED_MEMINFO.replace('MemFree: 85000000 kB', 'MemFree: 119000000 kB').replace(
+    'MemAvailable: 86000000 kB', 'MemAvailable: 120000000 kB')
+
+
+def node(tmp_path, fixture_path, meminfo, kernels_with_modules):
+    """A node's files and the program's configuration (role node_metrics' config.json)."""
+    root = node_root(tmp_path / 'root', fixture_path, kernels_with_modules)
+    (tmp_path / 'proc').mkdir()
+    (tmp_path / 'proc' / 'meminfo').write_text(meminfo)
+    smi = tmp_path / 'nvidia-smi'
+    answers = (fixture_path('nvidia-smi', 'gb10-580.142.query-gpu.csv'),
+               fixture_path('nvidia-smi', 'gb10-580.142.query-compute-apps.idle.csv'))
+    smi.write_text('#!/bin/sh\ncase "$1" in\n  --query-gpu=*) cat %s ;;\n  --query-compute-apps=*) cat %s ;;\n'
+                   '  *) exit 9 ;;\nesac\n' % answers)
+    smi.chmod(0o755)
+    config = {'proc_root': str(tmp_path / 'proc'), 'nvidia_smi': str(smi), 'gpu_source': 'nvidia_smi',
+              'cuda_probe': 'none', 'leak_threshold_gib': 10.0, 'boot_root': str(root), 'boot_check': True,
+              'reboot_command': 'touch %s' % (tmp_path / 'rebooted')}
+    (tmp_path / 'config.json').write_text(json.dumps(config))
+    return tmp_path
+
+
+def leak_reboot(scratch):
+    env = dict(os.environ, PYTHONPATH=COLLECTIONS)
+    proc = subprocess.run([sys.executable, PROGRAM, str(scratch / 'config.json')], capture_output=True, text=True,
+                          timeout=120, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def rebooted(scratch, within):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if (scratch / 'rebooted').exists():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_a_leaked_node_whose_next_kernel_has_the_driver_reboots_after_answering(tmp_path, fixture_path):
+    scratch = node(tmp_path, fixture_path, LEAKED_MEMINFO, [OLD, NEW])
+    found = leak_reboot(scratch)
+    assert found['leaked'] and found['rebooting'] and found['next_kernel'] == NEW, found
+    assert found['unaccounted_gib'] > found['threshold_gib'] == 10.0
+    assert rebooted(scratch, 15)
+
+
+def test_a_leaked_node_is_not_rebooted_onto_a_kernel_without_the_driver(tmp_path, fixture_path):
+    # The kernel update DKMS built nothing for is GRUB's default: the node would lose its GPU (H1).
+    scratch = node(tmp_path, fixture_path, LEAKED_MEMINFO, [OLD])
+    found = leak_reboot(scratch)
+    assert found['leaked'] and not found['rebooting'], found
+    assert found['refused'].startswith('not rebooted: the next boot is kernel %s' % NEW), found
+    assert 'dkms autoinstall -k %s' % NEW in found['refused']
+    assert not rebooted(scratch, 4)
+
+
+def test_a_node_whose_own_reading_finds_no_leak_is_not_rebooted(tmp_path, fixture_path):
+    # Whoever asks, the node decides on its own reading (H4).
+    scratch = node(tmp_path, fixture_path, HEALTHY_MEMINFO, [OLD, NEW])
+    found = leak_reboot(scratch)
+    assert found['leaked'] is False and not found['rebooting'] and 'refused' not in found, found
+    assert not rebooted(scratch, 4)
