@@ -136,18 +136,22 @@ def run(repeat=3, interval=3, deadline=10, faults=FAULTS):
 
 
 def table(result):
-    lines = ['Probe every %s s, deadline %s s, one failed probe enough.' % (result['interval_s'], result['deadline_s']),
-             '', '| try | stall -> recovery starts (s) | recovery: stop, relaunch, known answer (s) '
-             '| stall -> serving again (s) | engine stop |', '|---|---|---|---|---|']
+    """Markdown tables of the parts that ran."""
+    lines = ['Probe every %s s, deadline %s s, one failed probe enough.' % (result['interval_s'], result['deadline_s'])]
+    if result['hangs']:
+        lines += ['', '| try | stall -> recovery starts (s) | recovery: stop, relaunch, known answer (s) '
+                  '| stall -> serving again (s) | engine stop |', '|---|---|---|---|---|']
     for number, hang in enumerate(result['hangs'], 1):
         figures = (number, hang['detection_s'], hang['recovery_s'], hang['back_s'], hang['stop'])
         lines.append('| %d | %.1f | %.1f | %.1f | %s |' % figures)
-    lines += ['', '| power cut | power back -> recovery starts (s) | recovery: wait for nodes, relaunch, known answer (s) '
-              '| power back -> serving again (s) |', '|---|---|---|---|']
+    if result['power_cuts']:
+        lines += ['', '| power cut | power back -> recovery starts (s) | recovery: wait for nodes, relaunch, known '
+                  'answer (s) | power back -> serving again (s) |', '|---|---|---|---|']
     for number, cut in enumerate(result['power_cuts'], 1):
         lines.append('| %d | %.1f | %.1f | %.1f |' % (number, cut['detection_s'], cut['recovery_s'], cut['back_s']))
-    lines += ['', '| leak | kill -> recovery starts (s) | engine stopped -> worker rebooted and back in Ray (s) '
-              '| recovery in all (s) | kill -> serving again (s) | leaked (GiB) |', '|---|---|---|---|---|---|']
+    if result['leaks']:
+        lines += ['', '| leak | kill -> recovery starts (s) | engine stopped -> worker rebooted and back in Ray (s) '
+                  '| recovery in all (s) | kill -> serving again (s) | leaked (GiB) |', '|---|---|---|---|---|---|']
     for number, leak in enumerate(result['leaks'], 1):
         figures = (number, leak['detection_s'], leak['leak_step_s'], leak['recovery_s'], leak['back_s'],
                    leak['unaccounted_gib'])
