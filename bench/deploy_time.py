@@ -62,6 +62,28 @@ def slowest_tasks(events, count=5):
     return [(name, round(seconds, 1)) for name, seconds in timed[:count]]
 
 
+def time_by_role(events):
+    """Where a run's time goes (issue 29): {role: [seconds, tasks]}, each task's wall time over all
+    hosts (by task uuid) counted for its role, or for its play when it belongs to no role; under
+    'between tasks' the rest of the run's wall time (Ansible's own work between tasks: includes,
+    the strategy, the connections), from the first task's start to the last task's end."""
+    spans = {}
+    for run in task_runs(events):
+        key = run['task_uuid'] or (run['play'], run['task'])
+        owner = run['role'] or 'play: %s' % run['play']
+        _owner, first, last = spans.get(key, (owner, run['start'], run['end']))
+        spans[key] = (owner, min(first, run['start']), max(last, run['end']))
+    roles = {}
+    for owner, start, end in spans.values():
+        seconds, tasks = roles.get(owner, (0.0, 0))
+        roles[owner] = (seconds + (end - start).total_seconds(), tasks + 1)
+    if spans:
+        wall = (max(end for _o, _s, end in spans.values()) - min(start for _o, start, _e in spans.values())).total_seconds()
+        roles['between tasks'] = (wall - sum(seconds for seconds, _tasks in roles.values()), 0)
+    return {owner: [round(seconds, 1), tasks] for owner, (seconds, tasks) in
+            sorted(roles.items(), key=lambda item: -item[1][0])}
+
+
 def phase(name, wall, stats, events):
     """One row: wall time, changed count, the engine's start-up (None when the engine was kept and
     no wait ran) and the share of the deploy that is not the engine's start-up."""
@@ -75,7 +97,8 @@ def phase(name, wall, stats, events):
            'first_answer_s': None if smoke is None else round(smoke, 2),
            'engine_launched': launch is not None,
            'model_copy_s': None if model is None else round(model, 2),
-           'overhead_vs_engine': None, 'slowest_tasks': slowest_tasks(events)}
+           'overhead_vs_engine': None, 'slowest_tasks': slowest_tasks(events),
+           'time_by_role': time_by_role(events)}
     # Only a run that launched the engine waited for its start-up; a no-op run's one health probe
     # is not a start-up.
     if engine and launch is not None:
@@ -154,4 +177,11 @@ def table(result):
                 _num(r['engine_startup_s'], '%.1f'), _num(r.get('first_answer_s'), '%.1f'),
                 _num(r['overhead_vs_engine'], '%.2f'),
                 _num(r['model_copy_s'], '%.1f'), image_copy(r), slow[0], slow[1]))
+    for size in result['sizes']:
+        for r in size['rows']:
+            if r['phase'] in ('no-op', 'drift'):
+                lines += ['', 'Where the %d-node %s run\'s time goes (seconds, tasks):' % (size['nodes'], r['phase']),
+                          '', '| role or play | s | tasks |', '|---|---|---|']
+                lines += ['| %s | %.1f | %d |' % (owner, seconds, tasks)
+                          for owner, (seconds, tasks) in r['time_by_role'].items()]
     return '\n'.join(lines)

@@ -80,6 +80,21 @@ def test_noop_row_has_no_engine_startup_share():
     assert '| 2 | no-op | 20.0 | 0 | 0.4 | - | - |' in table
 
 
+def test_time_by_role_counts_each_task_once_for_its_role_and_the_rest_as_between_tasks():
+    events = [event('runner_on_ok', 'copy', 'a', 0, 2), event('runner_on_ok', 'copy', 'b', 0, 3),
+              event('runner_on_skipped', 'probe', 'a', 4, 4.5)]
+    for item in events:
+        item['event_data']['task_uuid'] = item['event_data']['task']
+    events.append({'event': 'runner_on_ok', 'event_data': {
+        'task': 'summary', 'task_uuid': 'summary', 'host': 'a', 'role': '', 'play': 'Report', 'res': {},
+        'start': (T0 + datetime.timedelta(seconds=5)).isoformat(),
+        'end': (T0 + datetime.timedelta(seconds=6)).isoformat()}})
+    # copy: 3 s over both hosts, probe 0.5 s, both vllm_serve's; the play's own task 1 s; 1.5 s of
+    # the 6 s between the first start and the last end ran no task.
+    assert deploy_time.time_by_role(events) == {'vllm_serve': [3.5, 2], 'between tasks': [1.5, 0],
+                                                'play: Report': [1.0, 1]}
+
+
 def test_real_runner_events_time_a_retried_task():
     """The event format the parser expects is the one ansible-runner writes: a task that fails
     twice with a 1 s delay and then succeeds spans at least 2 s, from its first try."""
