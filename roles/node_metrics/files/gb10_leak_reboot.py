@@ -16,23 +16,15 @@ import shutil
 import subprocess
 import sys
 
-# The collection's module_utils, copied under their import path (namespace packages).
+# The collection's module_utils, copied under their import path (namespace packages), and the
+# exporter beside this program: the same reading and command runner.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ansible_collections.gb10.serving.plugins.module_utils.boot_kernel import inspect  # noqa: E402
-from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import MeasureError, measure  # noqa: E402
+from gb10_node_metrics import MeasureError, read_memory, run  # noqa: E402
 
-COMMAND_TIMEOUT_S = 30
 # shutdown(8) where no reboot command is configured (gb10_reboot_command): systemd stops the
 # services, Docker's containers among them, before the reboot.
 DEFAULT_REBOOT = "shutdown -r now 'gb10.serving: leaked unified memory (rule H4)'"
-
-
-def run(argv):
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        return 124, "", "%s gave no answer in %d s" % (argv[0], COMMAND_TIMEOUT_S)
-    return done.returncode, done.stdout, done.stderr
 
 
 def modinfo(path):
@@ -47,9 +39,7 @@ def decide(config):
     """What this node found, and whether it reboots: {host, leaked, rebooting, ...}."""
     found = {"host": platform.node(), "leaked": None, "rebooting": False}
     try:
-        reading, _warnings = measure(run, proc_root=config["proc_root"], nvidia_smi=config["nvidia_smi"],
-                                     gpu_source=config["gpu_source"], cuda_probe=config["cuda_probe"],
-                                     leak_threshold_gib=config["leak_threshold_gib"])
+        reading, _warnings = read_memory(config)
     except MeasureError as exc:
         found["refused"] = "not rebooted: its unified memory could not be read: %s" % exc
         return found

@@ -39,6 +39,15 @@ def run(argv):
     return done.returncode, done.stdout, done.stderr
 
 
+def read_memory(config):
+    """The unified_memory module's reading of this node, with the role's configuration: (reading,
+    warnings); MeasureError when it cannot be read. The leak reboot (gb10_leak_reboot.py) reads the
+    same way."""
+    return measure(run, proc_root=config["proc_root"], nvidia_smi=config["nvidia_smi"],
+                   gpu_source=config["gpu_source"], cuda_probe=config["cuda_probe"],
+                   leak_threshold_gib=config["leak_threshold_gib"])
+
+
 class Exporter(object):
     def __init__(self, config):
         self.config = config
@@ -50,11 +59,7 @@ class Exporter(object):
         started = time.time()
         reading, error = None, None
         try:
-            reading, _warnings = measure(run, proc_root=self.config["proc_root"],
-                                         nvidia_smi=self.config["nvidia_smi"],
-                                         gpu_source=self.config["gpu_source"],
-                                         cuda_probe=self.config["cuda_probe"],
-                                         leak_threshold_gib=self.config["leak_threshold_gib"])
+            reading, _warnings = read_memory(self.config)
         except MeasureError as exc:
             error = str(exc)
         # Logged when it changes, not on every read: the log stays readable over weeks.
