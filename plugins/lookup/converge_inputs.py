@@ -21,8 +21,8 @@ description:
     later run whose key is the same, on nodes that read as they were stamped, skips to the smoke
     test (issue 29). A new version of the collection, another profile, an C(-e) override or an
     inventory change gives another key, hence a full run.
-  - Variables the deploy sets while it runs (C(gb10_deploy_*), C(gb10_converge_*)) do not count;
-    call it before the run sets any other.
+  - Variables the deploy sets while it runs (C(gb10_deploy_*), C(gb10_converge_*)) and the run's
+    mode C(gb10_converge) do not count; call it before the run sets any other.
   - Values are hashed, never returned (a vaulted API key or hub token stays secret).
 options:
   group:
@@ -55,8 +55,8 @@ from ansible.plugins.lookup import LookupBase
 
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONTENT = ('roles', 'playbooks', 'plugins', 'profiles')
-# Set by the deploy itself while it runs, so not an input of it.
-RUN_FACTS = re.compile(r'^gb10_(deploy|converge)_')
+# Set by the deploy itself while it runs, or how it runs (gb10_converge=full), so not an input.
+RUN_FACTS = re.compile(r'^gb10_(deploy_|converge$|converge_)')
 
 
 def content_digest(root):

@@ -38,6 +38,8 @@ CONTAINER_STOP_TASK = "Stop serving containers, keeping them for their logs (H4 
 # a container's stop or kill left held.
 LEDGER = "/var/log/gb10-gpu-ledger.log"
 SUMMARY_TASK = "Show the endpoint"
+# playbooks/converged.yml: what the deploy does this run (issue 29).
+CONVERGED_TASK = "Say what the run does"
 DRIFT = "playbooks/drift.yml"
 VERDICT = "Fail every host where a check found drift"
 

@@ -8,7 +8,12 @@ and nothing of the checkout on the collections path, right after the checkout's 
 (test_2_deploy.py). It comes to the same result: every play runs from the installed copy, nothing
 fails, changed=0, the link is not measured again under the serving engine, the same Ray containers
 and the same engine process, and the run writes nothing inside the installed collection. One run
-is both checks (issue 28: the installed-collection run doubles as the idempotence check).
+is both checks (issue 28: the installed-collection run doubles as the idempotence check): it runs
+every step (-e gb10_converge=full), so every role's tasks meet the serving cluster again.
+
+Then the re-run a user gets without that flag (issue 29): the cluster is as that full run left it,
+so the deploy skips every step up to the kept engine's smoke test (converged.yml); no role but the
+API key and the engine's runs, nothing changes, the same engine still answers.
 """
 
 import importlib.util
@@ -19,7 +24,8 @@ import sys
 
 import pytest
 
-from .helpers import SUMMARY_TASK, TOP, engine_process, healthy, ray_container_ids
+from .helpers import (CONVERGED_TASK, PLAYBOOK, SUMMARY_TASK, TOP, assert_succeeded, engine_process, healthy,
+                      ray_container_ids)
 
 BIN = os.path.dirname(sys.executable)
 # The tarball as tests/publish builds it (a copy of the files git tracks, then
@@ -77,7 +83,7 @@ def test_the_installed_collection_redeploys_to_the_same_result(serving, installe
                ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + env.get("PATH", ""))
 
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "gb10.serving.deploy_m27",
-                           "-i", os.path.join(TOP, sim_cluster.inventory)],
+                           "-i", os.path.join(TOP, sim_cluster.inventory), "-e", "gb10_converge=full"],
                           cwd=str(work), env=env, capture_output=True, text=True, timeout=1800, check=False)
 
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
@@ -90,6 +96,10 @@ def test_the_installed_collection_redeploys_to_the_same_result(serving, installe
     # Every play and task came from the installed copy, none from the checkout.
     paths = [p["play"]["path"] for p in run["plays"]] + [t["task"]["path"] for p in run["plays"] for t in p["tasks"]]
     assert paths and all(p.startswith(str(path)) for p in paths if p), [p for p in paths if not p.startswith(str(path))][:5]
+    # Every step ran: host prep's and Ray's roles among them.
+    roles = {t["task"]["path"].split("/roles/")[1].split("/")[0] for p in run["plays"] for t in p["tasks"]
+             if "/roles/" in t["task"]["path"]}
+    assert {"nvidia_driver", "ray_cluster", "node_metrics"} <= roles, roles
     # The serving engine holds the link: it is not measured again, and the summary says so; the
     # kept engine still answered its (short) smoke request.
     summary = " ".join(next(t["hosts"][sim_cluster.head]["msg"] for p in run["plays"] for t in p["tasks"]
@@ -102,3 +112,27 @@ def test_the_installed_collection_redeploys_to_the_same_result(serving, installe
     assert healthy(sim_cluster.head)
     # Nothing written inside the installed collection (logs, reports, caches).
     assert files_under(path) == before_files
+
+
+def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_playbook):
+    # Right after the full run above (the checkout and the installed copy are the same content, so
+    # the same inputs): every node reads as it was stamped and the engine serves this launch.
+    sim_cluster = serving
+    ray_before = ray_container_ids(sim_cluster)
+    engine_before = engine_process(sim_cluster.head)
+
+    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800)
+
+    assert_succeeded(result, sim_cluster.hosts)
+    assert {h: result.stats[h]["changed"] for h in sim_cluster.hosts} == {h: 0 for h in sim_cluster.hosts}
+    said = result.results_by_host(task=CONVERGED_TASK)[sim_cluster.head]["msg"]
+    assert said.startswith("Converged: every node is as the last full deploy left it"), said
+    # No role that prepares, links, copies or starts anything ran a task; the engine's smoke test did.
+    roles = {e["event_data"].get("role") for e in result.events if e.get("event") == "runner_on_start"}
+    assert roles - {None} == {"api_key", "vllm_serve"}, roles
+    summary = " ".join(result.results_by_host(task=SUMMARY_TASK)[sim_cluster.head]["msg"])
+    assert "engine kept running" in summary and "Smoke test (V8) answered:" in summary, summary
+    assert "Metrics (O6): http://%s:9101/metrics" % sim_cluster.ips[sim_cluster.head] in summary, summary
+    assert ray_container_ids(sim_cluster) == ray_before
+    assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
+    assert healthy(sim_cluster.head)

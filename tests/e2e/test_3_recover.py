@@ -23,8 +23,8 @@ The tests run in this order, each on the state the one before left.
 import openai
 import pytest
 
-from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PORT, PROFILE, WORKER, api_key,
-                      assert_succeeded, drift, findings, healthy, leaks, on_host, worker_running)
+from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PORT, PROFILE, WORKER,
+                      api_key, assert_succeeded, drift, findings, healthy, leaks, on_host, worker_running)
 
 RECOVER = "playbooks/recover.yml"
 
@@ -105,6 +105,9 @@ def test_a_returned_modprobe_override_reboots_the_worker_only_after_the_engine_s
     fixed = run_playbook(PLAYBOOK, serving.inventory, timeout=3000)
 
     assert_succeeded(fixed, serving.hosts)
+    # The returned file is what made this re-run a full one (issue 29: converged.yml names it).
+    said = fixed.results_by_host(task=CONVERGED_TASK)[head]["msg"]
+    assert "%s: files %s: new" % (worker, override) in said, said
     done = [(e["event_data"].get("task"), e["event_data"].get("host")) for e in fixed.events
             if e.get("event") == "runner_on_ok"]
     assert (REBOOT_TASK, worker) in done and (REBOOT_TASK, head) not in done, done

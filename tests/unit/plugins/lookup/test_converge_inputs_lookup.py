@@ -3,9 +3,9 @@ from ansible_collections.gb10.serving.plugins.lookup import converge_inputs
 
 def test_only_the_collections_variables_count_and_not_the_runs_own_facts():
     names = ['gb10_profile', 'vllm_serve_port', 'cluster_link_ports', 'ansible_host', 'gb10_deploy_profile',
-             'gb10_converge_inputs', 'vllm_serve_probe_extra', 'unrelated']
+             'gb10_converge_inputs', 'gb10_converge', 'gb10_converged_x', 'vllm_serve_probe_extra', 'unrelated']
     assert converge_inputs.input_names(names, ['vllm_serve', 'cluster_link']) == [
-        'cluster_link_ports', 'gb10_profile', 'vllm_serve_port', 'vllm_serve_probe_extra']
+        'cluster_link_ports', 'gb10_converged_x', 'gb10_profile', 'vllm_serve_port', 'vllm_serve_probe_extra']
 
 
 def test_a_changed_value_or_member_gives_another_key():
