@@ -25,7 +25,8 @@ RULE_IN_NAME = re.compile(r'\(([HNRVSMO][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
 #   Ray containers were started with the env the file goes back to).
 # - Everything else (H2 reboots the node, M3, R1-R5, a check without a rule) needs the cluster:
 #   the deploy playbook on every node (its preflight refuses --limit, every host holds a rank); it
-#   converges the drifted node and keeps a healthy engine whose launch is unchanged (O2).
+#   converges the drifted node and keeps a healthy engine whose launch is unchanged (O2). With
+#   -e gb10_converge=full: every step runs even where the node still matches its converged stamp.
 RECOVER_RULES = ('H4',)
 HOST_PREP_RULES = ('H1', 'H10', 'N1', 'N2', 'N3', 'N4', 'N6')
 
@@ -72,7 +73,10 @@ def fix_command(rule, host, cliargs=None, deploy_playbook='', host_prep_playbook
         playbook = host_prep_playbook or sibling_playbook(drift_playbook, 'host-prep')
         return playbook_command(cliargs, [playbook], limit=host)
     playbook = deploy_playbook or sibling_playbook(drift_playbook, 'deploy')
-    return playbook_command(cliargs, [playbook], limit=None)
+    command, left_out = playbook_command(cliargs, [playbook], limit=None)
+    # Every step (issue 29): the deploy's converged check compares each node with its stamp, which
+    # does not read everything drift does (a model file's checksum at the same size and time, M3).
+    return command + ' -e gb10_converge=full', left_out
 
 
 def parse_env(text):

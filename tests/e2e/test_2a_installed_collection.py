@@ -13,7 +13,9 @@ every step (-e gb10_converge=full), so every role's tasks meet the serving clust
 
 Then the re-run a user gets without that flag (issue 29): the cluster is as that full run left it,
 so the deploy skips every step up to the kept engine's smoke test (converged.yml); no role but the
-API key and the engine's runs, nothing changes, the same engine still answers.
+API key and the engine's runs, nothing changes, the same engine still answers. And the re-run
+after a hand edit of a file the deploy writes: the worker no longer matches its stamp, so every
+step runs, names the file and writes it back.
 """
 
 import importlib.util
@@ -24,7 +26,7 @@ import sys
 
 import pytest
 
-from .helpers import (CONVERGED_TASK, PLAYBOOK, SUMMARY_TASK, TOP, assert_succeeded, engine_process, healthy,
+from .helpers import (CONVERGED_TASK, PLAYBOOK, SUMMARY_TASK, TOP, assert_succeeded, engine_process, healthy, on_host,
                       ray_container_ids)
 
 BIN = os.path.dirname(sys.executable)
@@ -136,3 +138,27 @@ def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_p
     assert ray_container_ids(sim_cluster) == ray_before
     assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
     assert healthy(sim_cluster.head)
+
+
+def test_a_file_edited_on_one_node_makes_the_rerun_a_full_one_that_writes_it_back(serving, run_playbook):
+    sim_cluster = serving
+    worker = sim_cluster.hosts[1]
+    env_file = "/etc/gb10/nccl.env"  # nccl_env_path
+    original = on_host(worker, "cat", env_file)
+    engine_before = engine_process(sim_cluster.head)
+    on_host(worker, "sh", "-c", "echo NCCL_DEBUG=TRACE >> " + env_file)
+    try:
+        result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800)
+    finally:
+        subprocess.run(["docker", "exec", "-i", worker, "sh", "-c", "cat > " + env_file],
+                       input=original, text=True, check=True, timeout=60)
+
+    assert_succeeded(result, sim_cluster.hosts)
+    said = result.results_by_host(task=CONVERGED_TASK)[sim_cluster.head]["msg"]
+    assert said == "Every step runs: %s: files %s: changed." % (worker, env_file), said
+    roles = {e["event_data"].get("role") for e in result.events if e.get("event") == "runner_on_start"}
+    assert {"nvidia_driver", "nccl_env", "ray_cluster"} <= roles, roles
+    # Host prep wrote the file back (the only change); the engine kept serving through it (O2).
+    assert {h: result.stats[h]["changed"] for h in sim_cluster.hosts} == {sim_cluster.head: 0, worker: 1}, result.stats
+    assert on_host(worker, "cat", env_file) == original
+    assert engine_process(sim_cluster.head)[:2] == engine_before[:2]

@@ -74,9 +74,11 @@ def test_findings_name_host_rule_and_a_fix_that_runs():
     assert by_rule[('spark2', 'H2')]['summary'].endswith('is back')
     # The file on the host, never the controller's temporary copy of the template.
     assert by_rule[('spark2', 'N1')]['summary'] == 'would change /etc/gb10/nccl.env'
-    # H2 reboots the node: the whole cluster's deploy, with the profile, no --limit, no --check.
-    assert by_rule[('spark2', 'H2')]['fix'] == \
-        'ansible-playbook playbooks/deploy.yml -i /repo/inventory/sparks.ini -e gb10_profile=minimax-m27-nvfp4'
+    # H2 reboots the node: the whole cluster's deploy, with the profile, no --limit, no --check,
+    # every step (issue 29: not skipped where the node still matches its converged stamp).
+    assert by_rule[('spark2', 'H2')]['fix'] == (
+        'ansible-playbook playbooks/deploy.yml -i /repo/inventory/sparks.ini -e gb10_profile=minimax-m27-nvfp4 '
+        '-e gb10_converge=full')
     # The env file is host prep only: that node alone.
     assert by_rule[('spark2', 'N1')]['fix'] == (
         'ansible-playbook playbooks/host-prep.yml -i /repo/inventory/sparks.ini '
@@ -94,7 +96,7 @@ def test_configured_playbooks_and_secrets():
     args = dict(CLIARGS, extra_vars=('gb10_profile=minimax-m27-nvfp4', 'gb10_api_key=k'))
     fix, left_out = fix_command('R1', 'spark1', args, deploy_playbook='playbooks/deploy-m27.yml')
     assert fix == ('ansible-playbook playbooks/deploy-m27.yml -i /repo/inventory/sparks.ini '
-                   '-e gb10_profile=minimax-m27-nvfp4')
+                   '-e gb10_profile=minimax-m27-nvfp4 -e gb10_converge=full')
     assert left_out == ['gb10_api_key']
     r = DriftReport(cliargs=args)
     r.failed('spark1', 'Engine runs the profile (R1)', {'msg': 'not healthy'})
