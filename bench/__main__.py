@@ -4,7 +4,8 @@
 the raw numbers as JSON (default tests/output/bench/<name>.json). Names:
 controller-scaling (light hosts), copy-throughput (two light hosts), copy-local (model_sync's
 pull on this machine over loopback: no Docker, for a machine with many cores), deploy-time and
-watchdog (take the simulated cluster: run them only when nobody else uses it)."""
+watchdog (take the simulated cluster: run them only when nobody else uses it), newcomer (stops
+this machine's Docker engine for about 20 minutes: run it only where nothing else uses Docker)."""
 import argparse
 import importlib
 import json
@@ -18,6 +19,7 @@ MODULES = {
     'copy-local': 'bench.copy_local',
     'copy-throughput': 'bench.copy_throughput',
     'deploy-time': 'bench.deploy_time',
+    'newcomer': 'bench.newcomer',
     'watchdog': 'bench.watchdog',
 }
 

@@ -30,6 +30,7 @@ Usage: python tests/sim/cluster.py up [2|3] [--fresh] | down [--keep-cache] | st
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import socket
@@ -305,6 +306,35 @@ class Cluster:
         if tar.wait() != 0 or p.returncode != 0:
             raise SimError("%s: copying the model to %s failed: %s" % (container.name, model_path, p.stdout))
 
+    def _fill_host(self, c, ip, created, serving_image, image_name, model_dir, model_path):
+        """Wait for the host, then give its engine the images it starts with and the head the model.
+        created: the host container was made now (new, or --fresh)."""
+        name = c.name
+        self._wait(c, ip)
+        earlier = serving_image + "-engine"
+        if created:
+            # The engine's volume outlives the host container: clear what earlier runs started,
+            # and every image but the earlier build (a deploy's copy is role serving_image's job).
+            self._exec(c, ["sh", "-c", "docker ps -aq | xargs -r docker rm -f >/dev/null"])
+            if name in EARLIER_BUILD_HOLDERS:
+                self._ship_image(c, earlier, earlier)
+            if name not in IMAGE_HOLDERS:
+                keep = earlier if name in EARLIER_BUILD_HOLDERS else ""
+                self._exec(c, ["sh", "-c", "docker images --format '{{.Repository}}:{{.Tag}}' "
+                               "| grep -vxF -e \"$1\" | xargs -r docker rmi -f >/dev/null; docker image prune -f >/dev/null",
+                               "sh", keep])
+        if name in IMAGE_HOLDERS:
+            self._ship_image(c, serving_image, image_name)
+        elif name in EARLIER_BUILD_HOLDERS and not created:
+            # A kept host: the earlier build is checked here (a fresh one got it above).
+            self._ship_image(c, earlier, earlier)
+        # The head gets the model when it lacks this build of it (the marker names the build;
+        # model_sync's manifests skip .gb10-* files).
+        if name == HOSTS[0][0] and (created or self._exec(
+                c, ["sh", "-c", '[ "$(cat "$1/.gb10-sim-model" 2>/dev/null)" = "$2" ]', "sh", model_path,
+                    os.path.basename(model_dir)], check=False)[0] != 0):
+            self._put_model(c, model_dir, model_path)
+
     # ---- commands -----------------------------------------------------------------------------
     def up(self, count=2, fresh=False):
         """Bring up hosts 1..count (and remove any host beyond count). Returns the state dict.
@@ -327,7 +357,7 @@ class Cluster:
             if name not in wanted:
                 log("removing %s (not part of a %d-host cluster)" % (name, count))
                 c.remove(force=True, v=False)
-        hosts = []
+        hosts, made = [], []
         for name, ip, cluster_ip, twin_ip in HOSTS[:count]:
             c = existing.get(name)
             if c is not None and (fresh or c.image.id != self.docker.images.get(host_image).id
@@ -338,31 +368,16 @@ class Cluster:
             if created:
                 log("creating %s at %s" % (name, ip))
                 c = self._create_host(name, ip, cluster_ip, twin_ip, host_image, pubkey)
-            self._wait(c, ip)
-            earlier = serving_image + "-engine"
-            if fresh or created:
-                # The engine's volume outlives the host container: clear what earlier runs started,
-                # and every image but the earlier build (a deploy's copy is role serving_image's job).
-                self._exec(c, ["sh", "-c", "docker ps -aq | xargs -r docker rm -f >/dev/null"])
-                if name in EARLIER_BUILD_HOLDERS:
-                    self._ship_image(c, earlier, earlier)
-                if name not in IMAGE_HOLDERS:
-                    keep = earlier if name in EARLIER_BUILD_HOLDERS else ""
-                    self._exec(c, ["sh", "-c", "docker images --format '{{.Repository}}:{{.Tag}}' "
-                                   "| grep -vxF -e \"$1\" | xargs -r docker rmi -f >/dev/null; docker image prune -f >/dev/null",
-                                   "sh", keep])
-            if name in IMAGE_HOLDERS:
-                self._ship_image(c, serving_image, image_name)
-            elif name in EARLIER_BUILD_HOLDERS and not (fresh or created):
-                # A kept host: the earlier build is checked here (a fresh one got it above).
-                self._ship_image(c, earlier, earlier)
-            # The head gets the model when it lacks this build of it (the marker names the build;
-            # model_sync's manifests skip .gb10-* files).
-            if name == HOSTS[0][0] and (created or self._exec(
-                    c, ["sh", "-c", '[ "$(cat "$1/.gb10-sim-model" 2>/dev/null)" = "$2" ]', "sh", model_path,
-                        os.path.basename(model_dir)], check=False)[0] != 0):
-                self._put_model(c, model_dir, model_path)
+            made.append((c, ip, created))
             hosts.append({"name": name, "ip": ip, "cluster_ip": cluster_ip, "twin_ip": twin_ip})
+        # Each host's engine is filled at the same time as the others' (issue 29: on a machine that
+        # never ran the simulation, the head's image and the second host's earlier build are two
+        # loads of 3.5 GB that each wait on disk and on their own engine, not on each other).
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(made)) as pool:
+            jobs = [pool.submit(self._fill_host, c, ip, created, serving_image, image_name,
+                                model_dir, model_path) for c, ip, created in made]
+            for job in jobs:
+                job.result()
         self._write_rdma_limits(self.docker.containers.get(HOSTS[0][0]))
         state = {
             "hosts": hosts,
