@@ -7,13 +7,14 @@
 #   scripts/sim.sh up [2|3] [--fresh]   create/update the hosts (--fresh: recreate them, clean)
 #   scripts/sim.sh down [--keep-cache]  remove everything the simulation created (by label)
 #   scripts/sim.sh status               list the simulated hosts
-# First run: builds the images and the tiny model (about 10 minutes on 2 cores); later runs reuse
-# them (cached by content hash).
+# First run on a machine that never ran it: about 10 minutes on 2 cores to the chat answer, 5 of
+# them building the images and the tiny model (BENCHMARKS.md, `python -m bench newcomer`); later
+# runs reuse them (cached by content hash).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 prepare() {
   scripts/setup.sh
