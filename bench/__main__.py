@@ -5,7 +5,7 @@ the raw numbers as JSON (default tests/output/bench/<name>.json). Names:
 controller-scaling (light hosts), copy-throughput (two light hosts), copy-local (model_sync's
 pull on this machine over loopback: no Docker, for a machine with many cores), deploy-time and
 watchdog (take the simulated cluster: run them only when nobody else uses it), newcomer (stops
-this machine's Docker engine for about 20 minutes: run it only where nothing else uses Docker)."""
+this machine's Docker engine for about 15 minutes: run it only where nothing else uses Docker)."""
 import argparse
 import importlib
 import json
@@ -55,6 +55,8 @@ def main(argv=None):
         result = bench.run(args.gib, args.file_mib, tuple(args.streams), args.repeat, args.split_cpus)
     elif args.name == 'watchdog':
         result = bench.run(args.repeat, faults=tuple(args.faults))
+    elif args.name == 'newcomer':
+        result = bench.run()
     else:
         result = bench.run(tuple(args.nodes))
     os.makedirs(OUT, exist_ok=True)

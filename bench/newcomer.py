@@ -21,8 +21,9 @@ what there is to read.
 
 Afterwards the bench engine's simulated cluster is removed, that engine stopped and its data root
 deleted, and the machine's own engine started again (scripts/host-deps.sh) with its images and
-caches as they were. It stops the machine's Docker engine for about 20 minutes: run it only on a
-machine where nothing else uses Docker."""
+caches as they were. It stops the machine's Docker engine for about 15 minutes: run it only on a
+machine where nothing else uses Docker, and where no service manager restarts dockerd (it refuses
+where systemd runs docker.service)."""
 import os
 import shutil
 import signal
@@ -86,6 +87,12 @@ def _start_bench_engine(log):
     raise RuntimeError('the bench dockerd did not answer within 180 s; its log: %s' % log)
 
 
+def _systemd_runs_docker():
+    return bool(shutil.which('systemctl')) and subprocess.run(
+        ['systemctl', 'is-active', '--quiet', 'docker.service'], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, check=False).returncode == 0
+
+
 def _phases(lines, total):
     """[(phase, seconds)] from the stamped lines: each phase runs from its marker to the next one
     seen (a phase whose marker never came, an image found ready, gets no row)."""
@@ -99,7 +106,10 @@ def _phases(lines, total):
             for i, (phase, start) in enumerate(starts)]
 
 
-def run(_sizes=None):
+def run():
+    if _systemd_runs_docker():
+        raise RuntimeError('systemd runs docker.service and would start it again under the bench engine: '
+                           'stop it first (systemctl stop docker.socket docker.service), start it after')
     head = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=TOP, check=True,
                           stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
     # The machine's own simulated cluster would hold the fixed addresses; its volumes (the loaded

