@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import random
+import ssl
 import statistics
 import sys
 import time
@@ -93,8 +94,11 @@ async def level(client, model, prompts, generate, concurrency, total):
 
 
 async def main(args):
+    # The gateway's certificate is proven by the cluster's CA (A1), as the printed curl does.
+    http_client = (openai.DefaultAsyncHttpxClient(verify=ssl.create_default_context(cafile=args.cacert))
+                   if args.cacert else None)
     client = openai.AsyncOpenAI(base_url=args.base_url, api_key=args.api_key or 'none',
-                                timeout=args.timeout, max_retries=0)
+                                timeout=args.timeout, max_retries=0, http_client=http_client)
     model = args.model or (await client.models.list()).data[0].id
     calibrated = [await calibrated_prompt(client, model, args.prefill, seed) for seed in range(max(args.concurrency))]
     prompts = [text for text, unused_tokens in calibrated]
@@ -123,6 +127,7 @@ if __name__ == '__main__':
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--base-url', required=True)
     parser.add_argument('--api-key', default=None, help='or the OPENAI_API_KEY environment')
+    parser.add_argument('--cacert', default=None, help="the CA file that proves the endpoint's certificate")
     parser.add_argument('--model', default=None)
     parser.add_argument('--prefill', type=int, default=2048)
     parser.add_argument('--generate', type=int, default=128)

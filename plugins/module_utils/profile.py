@@ -17,6 +17,8 @@ import copy
 import re
 
 ENGINES = ('vllm', 'sglang')
+# A1: where an engine may listen (serve.host): the head's loopback, behind the API gateway.
+LOOPBACK_HOSTS = ('127.0.0.1', '::1')
 # What vLLM's Ray executor copies from the engine's environment to its Ray workers, where the ranks
 # load the weights and run (vllm/ray/ray_env.py of vLLM 0.32: DEFAULT_ENV_VAR_PREFIXES and
 # DEFAULT_EXTRA_ENV_VARS, plus vLLM's own VLLM_* variables). Anything else in a vLLM profile's env
@@ -25,7 +27,7 @@ ENGINES = ('vllm', 'sglang')
 RAY_CARRIED_PREFIXES = ('VLLM_', 'NCCL_', 'FLASH_ATTENTION_', 'LMCACHE_', 'UCX_', 'HF_', 'HUGGING_FACE_')
 RAY_CARRIED_NAMES = ('PYTHONHASHSEED',)
 CHECKPOINT_FORMATS = ('bf16', 'fp16', 'fp32', 'fp8', 'nvfp4', 'mxfp4', 'gptq-int4', 'mixed-fp4-fp8')
-RULE_ID = re.compile(r'\b[HNRVSMO][0-9]{1,2}\b')
+RULE_ID = re.compile(r'\b[AHNRVSMO][0-9]{1,2}\b')
 
 # Top-level overlay keys and, for dicts, which sub-keys an overlay may touch (None: any).
 OVERLAY_KEYS = {
@@ -221,6 +223,11 @@ def validate_profile(profile, source='<profile>'):
     _need(isinstance(serve, dict), source, 'serve', 'must be a mapping with port and host')
     _need(_is_int(serve.get('port')) and 0 < serve['port'] < 65536, source, 'serve.port', 'must be a TCP port')
     _need(isinstance(serve.get('host'), str) and serve['host'], source, 'serve.host', 'must be an address to bind')
+    # A1: vLLM's --api-key guards only some path prefixes (/invocations, /tokenize, /load, ... answer
+    # without it), so the engine must not face the network: the gateway on the head does.
+    _need(serve['host'] in LOOPBACK_HOSTS, source, 'serve.host',
+          'must be the head\'s loopback (%s), not %r: the engine answers routes without any key, so only '
+          'the API gateway (role api_gateway, gb10_api_port) may face clients' % (' or '.join(LOOPBACK_HOSTS), serve['host']))
 
     fit = profile.get('fit')
     _need(isinstance(fit, dict) and _is_num(fit.get('overhead_gib')) and fit['overhead_gib'] >= 0, source,

@@ -8,6 +8,7 @@ module imports another (issue 28).
 import os
 import re
 import shlex
+import ssl
 import subprocess
 import threading
 
@@ -27,7 +28,10 @@ with open(os.path.join(TOP, "profiles", "overlays", "sim-cpu.yml")) as _overlay:
     TINY_ANSWER = yaml.safe_load(_overlay)["known_answer"]["expect"]
 HEAD = "gb10-ray-head"  # gb10_ray_head_container's default
 WORKER = "gb10-ray-worker"  # gb10_ray_worker_container's default
-PORT = 8000  # serve.port of profiles/minimax-m27-nvfp4.yml and minimax-m3-nvfp4.yml
+# The engine's own port, on the head's loopback: serve.port of profiles/minimax-m27-nvfp4.yml and
+# minimax-m3-nvfp4.yml. Clients reach it only through the API gateway (roles/api_gateway, A1).
+PORT = 8000
+API_PORT = 8443  # gb10_api_port's default: the gateway on the head
 ENGINE_LOG = "/var/lib/gb10-engine/engine.log"  # in vllm_serve_state_dir (roles/vllm_serve/vars)
 # vllm_serve's rescue collects every node's logs (H9), then fails with what failed (roles/vllm_serve).
 LOGS_TASK = "Fail with what went wrong and where the logs are"
@@ -102,11 +106,26 @@ def serves(sim_cluster):
     return healthy(sim_cluster.head) and all(worker_running(h) for h in sim_cluster.hosts[1:])
 
 
-def api_key(head):
-    # The api_key role keeps a generated key on the controller, named after the head.
-    path = os.path.expanduser("~/.config/gb10-serving/%s.api-key" % head)
+def api_key(head, client="default"):
+    """A client's key as the api_key role keeps it on the controller, named after the head."""
+    path = os.path.expanduser("~/.config/gb10-serving/%s%s.api-key" % (head, "" if client == "default" else "." + client))
     with open(path) as f:
         return f.read().strip()
+
+
+def gateway_ca(head):
+    """The cluster CA's certificate on the controller (roles/api_gateway), which the summary names."""
+    return os.path.expanduser("~/.config/gb10-serving/%s.gateway-ca.crt" % head)
+
+
+def api_client(cluster, key=None, timeout=300):
+    """The OpenAI client a user points at the summary's endpoint: the gateway over TLS, its
+    certificate proven by the cluster's CA."""
+    import openai  # the e2e venv's; imported here so that helpers stays importable without it
+    head = cluster.head
+    return openai.OpenAI(base_url="https://%s:%d/v1" % (cluster.ips[head], API_PORT),
+                         api_key=api_key(head) if key is None else key, timeout=timeout, max_retries=0,
+                         http_client=openai.DefaultHttpxClient(verify=ssl.create_default_context(cafile=gateway_ca(head))))
 
 
 def link_state(host, port):

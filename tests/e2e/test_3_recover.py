@@ -20,11 +20,10 @@ cluster, the way a crashed or hard-stopped container goes on a Spark:
 The tests run in this order, each on the state the one before left.
 """
 
-import openai
 import pytest
 
-from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PORT, PROFILE, WORKER,
-                      api_key, assert_succeeded, drift, findings, healthy, leaks, on_host, worker_running)
+from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PROFILE, WORKER,
+                      api_client, assert_succeeded, drift, findings, healthy, leaks, on_host, worker_running)
 
 RECOVER = "playbooks/recover.yml"
 
@@ -72,8 +71,7 @@ def test_recover_reboots_only_the_host_the_kill_leaked_then_the_cluster_serves_a
     deployed = run_playbook(LAUNCH, sim_cluster.inventory, timeout=3000, extravars={"gb10_profile": PROFILE})
 
     assert_succeeded(deployed, sim_cluster.hosts)
-    client = openai.OpenAI(base_url="http://%s:%d/v1" % (sim_cluster.ips[head], PORT),
-                           api_key=api_key(head), timeout=300, max_retries=0)
+    client = api_client(sim_cluster)
     answer = client.chat.completions.create(
         model=client.models.list().data[0].id, max_tokens=512,
         messages=[{"role": "user", "content": "Are you back?"}])

@@ -11,14 +11,12 @@ test_2_deploy.py's; here every node already holds the head's image ID, and nothi
 import json
 import subprocess
 
-import openai
 import pytest
 
-from .helpers import (HEAD, KNOWN_ANSWER_TASK, TINY_ANSWER, api_key, assert_succeeded, engine_process, ok_results,
+from .helpers import (HEAD, KNOWN_ANSWER_TASK, TINY_ANSWER, api_client, assert_succeeded, engine_process, ok_results,
                       on_host)
 
 PLAYBOOK = "playbooks/deploy-m3.yml"
-PORT = 8000  # serve.port of profiles/minimax-m3-nvfp4.yml
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +56,7 @@ def test_engine_is_tp3_and_answers(sim_cluster3, deployed3):
     # got the same answer as the tiny model at TP=1.
     known = deployed3.results_by_host(task=KNOWN_ANSWER_TASK)[sim_cluster3.head]["msg"]
     assert known.startswith("known answer: ") and TINY_ANSWER in known, known
-    client = openai.OpenAI(base_url="http://%s:%d/v1" % (sim_cluster3.ips[sim_cluster3.head], PORT),
-                           api_key=api_key(sim_cluster3.head), timeout=300, max_retries=0)
+    client = api_client(sim_cluster3)
     answer = client.chat.completions.create(
         model=client.models.list().data[0].id, max_tokens=512,
         messages=[{"role": "user", "content": "Count to five."}])

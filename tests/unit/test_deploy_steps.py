@@ -23,7 +23,7 @@ STEPS = ['converged.yml', 'preflight.yml', 'cluster_link.yml', 'host_prep.yml', 
 # says why it does not measure, the launch's last plays run the kept engine's smoke test and the
 # summary.
 ENDED_WHEN_CONVERGED = ['preflight.yml', 'cluster_link.yml', 'host_prep.yml', 'serving_image.yml',
-                        'serving_state.yml', 'model_sync.yml', 'launch.yml']
+                        'serving_state.yml', 'model_sync.yml', 'api_gateway.yml', 'launch.yml']
 CONTEXT = 'tasks/context.yml'
 
 
@@ -47,7 +47,8 @@ def test_deploy_is_the_chain_of_steps_in_runbook_order():
 
 def test_the_steps_a_converged_cluster_skips_end_before_their_first_task():
     for step in ENDED_WHEN_CONVERGED:
-        plays = load(step)
+        # launch.yml starts by importing api_gateway.yml, which is checked as a step of its own.
+        plays = [play for play in load(step) if 'ansible.builtin.import_playbook' not in play]
         # launch.yml: leak recovery and the page cache drop; the Ray/engine play runs the smoke test.
         for play in plays[:2] if step == 'launch.yml' else plays:
             first = play_tasks(play)[0]

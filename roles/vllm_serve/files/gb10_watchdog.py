@@ -86,8 +86,6 @@ def exec_in(container, argv, detach=False, timeout=60):
 def api(config, path, body=None, timeout=10):
     request = urllib.request.Request(config["base_url"] + path, data=None if body is None else json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
-    if config.get("api_key"):
-        request.add_header("Authorization", "Bearer " + config["api_key"])
     return urllib.request.urlopen(request, timeout=timeout)
 
 

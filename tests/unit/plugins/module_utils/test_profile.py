@@ -236,3 +236,18 @@ def test_an_overlay_name_that_is_a_path_is_refused_with_the_known_names(name):
 def test_plain_names_pass_the_name_check():
     for name in list(RAW) + ['sim-cpu', 'site_a.v2']:
         assert P.check_name(name, RAW) == name
+
+
+@pytest.mark.parametrize('host', ['0.0.0.0', '192.168.1.10', '::'])
+def test_a_profile_whose_engine_faces_the_network_is_refused(host):
+    # A1: vLLM's --api-key leaves /invocations, /tokenize, /load ... open, so only the API gateway
+    # may face clients; the engine binds the head's loopback.
+    raw = _broken(lambda p: p['serve'].update({'host': host}))
+    with pytest.raises(P.ProfileError, match=r"serve.host: must be the head's loopback .*not '%s'.*API gateway"
+                       % re.escape(host)):
+        P.load('minimax-m27-nvfp4', raw)
+
+
+@pytest.mark.parametrize('name', sorted(RAW))
+def test_every_shipped_profile_binds_the_engine_to_loopback(name):
+    assert P.load(name, RAW)['serve']['host'] == '127.0.0.1', name
