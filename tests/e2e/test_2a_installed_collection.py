@@ -130,8 +130,12 @@ def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_p
     said = result.results_by_host(task=CONVERGED_TASK)[sim_cluster.head]["msg"]
     assert said.startswith("Converged: every node is as the last full deploy left it"), said
     # No role that prepares, links, copies or starts anything ran a task; the engine's smoke test did.
+    # The API gateway's role only says where clients reach it (its endpoint facts, for the summary).
     roles = {e["event_data"].get("role") for e in result.events if e.get("event") == "runner_on_start"}
-    assert roles - {None} == {"api_key", "vllm_serve"}, roles
+    assert roles - {None} == {"api_key", "api_gateway", "vllm_serve"}, roles
+    gateway_tasks = {e["event_data"].get("task") for e in result.events
+                     if e.get("event") == "runner_on_start" and e["event_data"].get("role") == "api_gateway"}
+    assert gateway_tasks == {"Where clients reach the gateway"}, gateway_tasks
     summary = " ".join(result.results_by_host(task=SUMMARY_TASK)[sim_cluster.head]["msg"])
     assert "engine kept running" in summary and "Smoke test (V8) answered:" in summary, summary
     assert "Metrics (O6): http://%s:9101/metrics" % sim_cluster.ips[sim_cluster.head] in summary, summary
