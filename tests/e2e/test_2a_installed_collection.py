@@ -5,17 +5,18 @@ the tarball `ansible-galaxy collection build` makes from the checkout, installed
 collections path, and `ansible-playbook gb10.serving.deploy_m27 -i inventory/sim.ini` (the
 inventory's sim-cpu overlay) run from a folder outside the checkout, with a user's own ansible.cfg
 and nothing of the checkout on the collections path, right after the checkout's first deploy
-(test_2_deploy.py). It comes to the same result: every play runs from the installed copy, nothing
-fails, changed=0, the link is not measured again under the serving engine, the same Ray containers
-and the same engine process, and the run writes nothing inside the installed collection. One run
-is both checks (issue 28: the installed-collection run doubles as the idempotence check): it runs
-every step (-e gb10_converge=full), so every role's tasks meet the serving cluster again.
+(test_2_deploy.py). The run follows a hand edit of a file the deploy writes on one node (a line added to the worker's
+env file): that node no longer matches its stamp, so every step runs (converged.yml names the file),
+every role's tasks meet the serving cluster again, and the run comes to the same result: every
+play runs from the installed copy, nothing fails, the one change is the file written back, the
+link is not measured again under the serving engine, the same Ray containers and the same engine
+process, and the run writes nothing inside the installed collection. One run is all three checks
+(issues 28 and 29: the installed-collection run doubles as the idempotence check and as the
+hand-edit case).
 
-Then the re-run a user gets without that flag (issue 29): the cluster is as that full run left it,
-so the deploy skips every step up to the kept engine's smoke test (converged.yml); no role but the
-API key and the engine's runs, nothing changes, the same engine still answers. And the re-run
-after a hand edit of a file the deploy writes: the worker no longer matches its stamp, so every
-step runs, names the file and writes it back.
+Then the re-run a user gets next (issue 29): the cluster is as that full run left it, so the
+deploy skips every step up to the kept engine's smoke test (converged.yml); no role but the API
+key, the gateway's endpoint and the engine's runs, nothing changes, the same engine still answers.
 """
 
 import importlib.util
@@ -30,6 +31,7 @@ from .helpers import (CONVERGED_TASK, PLAYBOOK, SUMMARY_TASK, TOP, assert_succee
                       ray_container_ids)
 
 BIN = os.path.dirname(sys.executable)
+ENV_FILE = "/etc/gb10/nccl.env"  # nccl_env_path
 # The tarball as tests/publish builds it (a copy of the files git tracks, then
 # `ansible-galaxy collection build`).
 _spec = importlib.util.spec_from_file_location("gb10_publish_collection", os.path.join(TOP, "tests", "publish", "collection.py"))
@@ -71,8 +73,9 @@ def files_under(path):
                   if "__pycache__" not in d)
 
 
-def test_the_installed_collection_redeploys_to_the_same_result(serving, installed, tmp_path):
+def test_the_installed_collection_writes_back_a_hand_edit_and_changes_nothing_else(serving, installed, tmp_path):
     sim_cluster = serving
+    worker = sim_cluster.hosts[1]
     collections, path = installed
     before_files = files_under(path)
     ray_before = ray_container_ids(sim_cluster)
@@ -84,9 +87,15 @@ def test_the_installed_collection_redeploys_to_the_same_result(serving, installe
     env.update(ANSIBLE_CONFIG=str(work / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(collections),
                ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + env.get("PATH", ""))
 
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "gb10.serving.deploy_m27",
-                           "-i", os.path.join(TOP, sim_cluster.inventory), "-e", "gb10_converge=full"],
-                          cwd=str(work), env=env, capture_output=True, text=True, timeout=1800, check=False)
+    original = on_host(worker, "cat", ENV_FILE)
+    on_host(worker, "sh", "-c", "echo NCCL_DEBUG=TRACE >> " + ENV_FILE)
+    try:
+        proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "gb10.serving.deploy_m27",
+                               "-i", os.path.join(TOP, sim_cluster.inventory)],
+                              cwd=str(work), env=env, capture_output=True, text=True, timeout=1800, check=False)
+    finally:
+        subprocess.run(["docker", "exec", "-i", worker, "sh", "-c", "cat > " + ENV_FILE],
+                       input=original, text=True, check=True, timeout=60)
 
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     # The json callback's document; raw_decode leaves whatever a callback printed after it.
@@ -94,7 +103,12 @@ def test_the_installed_collection_redeploys_to_the_same_result(serving, installe
     stats = run["stats"]
     for host in sim_cluster.hosts:
         assert stats[host]["failures"] == 0 and stats[host]["unreachable"] == 0, stats
-    assert {h: stats[h]["changed"] for h in sim_cluster.hosts} == {h: 0 for h in sim_cluster.hosts}, stats
+    said = next(t["hosts"][sim_cluster.head]["msg"] for p in run["plays"] for t in p["tasks"]
+                if t["task"]["name"] == CONVERGED_TASK)
+    assert said == "Every step runs: %s: files %s: changed." % (worker, ENV_FILE), said
+    # Host prep wrote the file back (the only change); the engine kept serving through it (O2).
+    assert {h: stats[h]["changed"] for h in sim_cluster.hosts} == {sim_cluster.head: 0, worker: 1}, stats
+    assert on_host(worker, "cat", ENV_FILE) == original
     # Every play and task came from the installed copy, none from the checkout.
     paths = [p["play"]["path"] for p in run["plays"]] + [t["task"]["path"] for p in run["plays"] for t in p["tasks"]]
     assert paths and all(p.startswith(str(path)) for p in paths if p), [p for p in paths if not p.startswith(str(path))][:5]
@@ -118,7 +132,7 @@ def test_the_installed_collection_redeploys_to_the_same_result(serving, installe
 
 def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_playbook):
     # Right after the full run above (the checkout and the installed copy are the same content, so
-    # the same inputs): every node reads as it was stamped and the engine serves this launch.
+    # the same inputs; the edited file is written back and stamped): every node reads as it was stamped and the engine serves this launch.
     sim_cluster = serving
     ray_before = ray_container_ids(sim_cluster)
     engine_before = engine_process(sim_cluster.head)
@@ -143,27 +157,3 @@ def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_p
     assert ray_container_ids(sim_cluster) == ray_before
     assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
     assert healthy(sim_cluster.head)
-
-
-def test_a_file_edited_on_one_node_makes_the_rerun_a_full_one_that_writes_it_back(serving, run_playbook):
-    sim_cluster = serving
-    worker = sim_cluster.hosts[1]
-    env_file = "/etc/gb10/nccl.env"  # nccl_env_path
-    original = on_host(worker, "cat", env_file)
-    engine_before = engine_process(sim_cluster.head)
-    on_host(worker, "sh", "-c", "echo NCCL_DEBUG=TRACE >> " + env_file)
-    try:
-        result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1800)
-    finally:
-        subprocess.run(["docker", "exec", "-i", worker, "sh", "-c", "cat > " + env_file],
-                       input=original, text=True, check=True, timeout=60)
-
-    assert_succeeded(result, sim_cluster.hosts)
-    said = result.results_by_host(task=CONVERGED_TASK)[sim_cluster.head]["msg"]
-    assert said == "Every step runs: %s: files %s: changed." % (worker, env_file), said
-    roles = {e["event_data"].get("role") for e in result.events if e.get("event") == "runner_on_start"}
-    assert {"nvidia_driver", "nccl_env", "ray_cluster"} <= roles, roles
-    # Host prep wrote the file back (the only change); the engine kept serving through it (O2).
-    assert {h: result.stats[h]["changed"] for h in sim_cluster.hosts} == {sim_cluster.head: 0, worker: 1}, result.stats
-    assert on_host(worker, "cat", env_file) == original
-    assert engine_process(sim_cluster.head)[:2] == engine_before[:2]

@@ -1,11 +1,17 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A Ray worker killed under the serving engine (rules R2, O1, H4) on the simulated 2-Spark
-cluster, the way a crashed or hard-stopped container goes on a Spark:
-- drift.yml names the stopped worker (R2);
-- the kill leaves the worker's rank's unified memory held by the driver: nobody plants it, the
-  simulated Spark's driver keeps it because the container died under the rank (the fixture kit's
-  gb10-gpu-ledger, tests/fixtures/gb10-sim/README.md);
+"""A Ray worker lost under the serving engine (rules N5, R2, O1, H4) on the simulated 2-Spark
+cluster, the way it goes on a Spark whose cluster link loses its addresses:
+- the worker's cluster port loses its address, and the head's second twin its own (half the link
+  gone, which NCCL would not say, issue 26); Ray's GCS, which reaches the worker's raylet over the
+  link, declares the node dead after its health checks. When the worker's address is back its
+  raylet learns it was declared dead and exits, and its container ends under its rank. Nothing in
+  the test kills anything: that is Ray's own behaviour. drift.yml names N5 on the head (its twin
+  still without its address, port and address named), R2 on the worker (its Ray container
+  stopped) and R5 on the head (Ray shows one node);
+- the container's end leaves the worker's rank's unified memory held by the driver: nobody plants
+  it, the simulated Spark's driver keeps it because the container died under the rank (the fixture
+  kit's gb10-gpu-ledger, tests/fixtures/gb10-sim/README.md);
 - playbooks/recover.yml finds that leak, reboots that host only (its boot id changes, the head's
   does not) and frees it. The head's engine is still there when recover.yml starts, and it stops
   it before Ray and the containers (H4), so the head leaks nothing: stopping the head's container
@@ -20,10 +26,15 @@ cluster, the way a crashed or hard-stopped container goes on a Spark:
 The tests run in this order, each on the state the one before left.
 """
 
+import re
+import subprocess
+import time
+
 import pytest
 
-from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PROFILE, WORKER,
-                      api_client, assert_succeeded, drift, findings, healthy, leaks, on_host, worker_running)
+from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PROFILE,
+                      api_client, assert_succeeded, drift, findings, healthy, leaks, link_state, on_host,
+                      worker_running)
 
 RECOVER = "playbooks/recover.yml"
 
@@ -39,15 +50,67 @@ def readings(result, host):
     return found
 
 
-def test_drift_names_a_ray_worker_killed_under_the_engine(serving, run_playbook):
-    worker = serving.hosts[1]
-    on_host(worker, "docker", "kill", WORKER)
+# Ray's GCS declares a node dead after health_check_failure_threshold (5) failed checks, one every
+# health_check_period_ms (3 s), each allowed health_check_timeout_ms (10 s): about a minute.
+RAY_NODE_DEATH_BOUND_S = 180
 
-    result = drift(run_playbook, serving)
 
-    assert result.status == "failed"
-    assert (worker, "R2") in findings(result), result
-    assert not worker_running(worker)
+def ray_nodes_alive(head):
+    """Nodes `ray status` in the head's Ray container lists as active (what drift's R5 reads)."""
+    out = subprocess.run(["docker", "exec", head, "docker", "exec", HEAD, "ray", "status"],
+                         capture_output=True, text=True, timeout=120, check=False).stdout
+    return len(re.findall(r"(?m)^ 1 node_", out))
+
+
+def wait_for(what, predicate, bound_s):
+    deadline = time.monotonic() + bound_s
+    while not predicate():
+        assert time.monotonic() < deadline, "%s: not within %d s" % (what, bound_s)
+        time.sleep(5)
+
+
+def test_a_link_that_loses_its_addresses_loses_the_worker_and_drift_names_both(serving, run_playbook):
+    # The worker's cluster port loses its address, and the head's second twin its own (issue 26:
+    # half the link gone, which NCCL would not say). Ray's GCS reaches the worker's raylet over
+    # the link: its health checks fail and it declares the worker dead (Ray's own behaviour;
+    # nothing here kills anything). When the worker's address is back, its raylet learns it was
+    # declared dead and exits, and its container ends under its rank: the leak recover.yml then
+    # finds. Drift, with the head's twin still without its address, names N5 there with what is
+    # missing, R2 on the worker (its Ray container stopped) and R5 on the head (Ray shows one
+    # node), and changes nothing.
+    sim_cluster = serving
+    head, worker = sim_cluster.hosts
+    worker_link = (worker, sim_cluster.link_port, sim_cluster.cluster_ips[worker])
+    head_twin = (head, sim_cluster.twin_port, sim_cluster.twin_ips[head])
+    for host, port, address in (worker_link, head_twin):
+        on_host(host, "ip", "addr", "del", "%s/24" % address, "dev", port)
+    removed = [worker_link, head_twin]
+    try:
+        wait_for("Ray's GCS declaring the worker dead", lambda: ray_nodes_alive(head) == 1, RAY_NODE_DEATH_BOUND_S)
+        restore(worker_link)
+        removed.remove(worker_link)
+        wait_for("the worker's Ray container ending", lambda: not worker_running(worker), RAY_NODE_DEATH_BOUND_S)
+
+        result = drift(run_playbook, sim_cluster)
+
+        assert result.status == "failed", result
+        found = findings(result)
+        assert {(worker, "R2"), (head, "R5"), (head, "N5")} <= found, result
+        host, port, address = head_twin
+        message = result.results_by_host(task="Cluster link - address, MTU and netplan file as deployed (N5)",
+                                         event="runner_on_failed")[host]["msg"]
+        assert port in message and address in message, message
+        assert link_state(host, port)[0] == []  # check mode put nothing back
+        assert not worker_running(worker)
+    finally:
+        for lost in removed:
+            restore(lost)
+
+
+def restore(lost):
+    host, port, address = lost
+    subprocess.run(["docker", "exec", host, "ip", "addr", "add", "%s/24" % address, "dev", port],
+                   capture_output=True, timeout=60, check=False)
 
 
 def test_recover_reboots_only_the_host_the_kill_leaked_then_the_cluster_serves_again(sim_cluster, run_playbook):
