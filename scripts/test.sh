@@ -45,6 +45,9 @@ if [ "$needs_docker" = 1 ]; then
   scripts/host-deps.sh
   GB10_TEST_IMAGE=$(tests/images/build_base.sh)
   export GB10_TEST_IMAGE
+  # The real Triton molecule/triton_ptxas asks which assembler it runs (H7); cached after the first run.
+  GB10_TRITON_SITE=$(tests/images/triton_site.sh)
+  export GB10_TRITON_SITE
   # The simulation's images and model (tests/sim/README.md) build while the stages before e2e
   # run: on a machine that never built them that is ten minutes or more, mostly downloads and
   # image layers, which overlap the checks; where they are built it takes seconds.
