@@ -59,6 +59,12 @@ options:
     description: Name of the cluster group, used in the messages.
     type: str
     default: gb10_cluster
+  recover_command:
+    description:
+      - The command that reboots only the leaked nodes (C(playbooks/recover.yml) with the run's
+        inventory), printed when a node whose memory leaked (H4) is why the profile does not fit.
+    type: str
+    default: null
 '''
 
 EXAMPLES = r'''
@@ -85,12 +91,13 @@ from ansible_collections.gb10.serving.plugins.module_utils.preflight import (
 
 
 def _preflight_problems(profile, nodes=None, engine=None, shape=None, ceiling=UTILIZATION_CEILING,
-                        min_link_mbps=MIN_CLUSTER_LINK_MBPS, group='gb10_cluster'):
+                        min_link_mbps=MIN_CLUSTER_LINK_MBPS, group='gb10_cluster', recover_command=None):
     if not isinstance(nodes, list):
         raise AnsibleFilterError('preflight_problems: nodes must be a list of per-host facts')
     try:
         return preflight_problems(profile, nodes, engine=engine or None, shape=shape or None,
-                                  ceiling=float(ceiling), min_link_mbps=int(min_link_mbps), group=group)
+                                  ceiling=float(ceiling), min_link_mbps=int(min_link_mbps), group=group,
+                                  recover_command=recover_command or None)
     except (KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError('preflight_problems: malformed input: %s' % to_native(exc))
 

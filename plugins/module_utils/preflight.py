@@ -287,16 +287,23 @@ def check_model(profile, nodes):
     return []
 
 
-def check_memory(profile, nodes, shape=None):
-    """M2 (and H3-H5): weights + KV for the asked context on the poorest node."""
+def check_memory(profile, nodes, shape=None, recover_command=None):
+    """M2 (and H3-H5): weights + KV for the asked context on the poorest node. A node whose
+    memory leaked (H4: unified_memory's verdict) is named as such, with the command that frees it,
+    when the profile would fit on the memory it has back after that reboot."""
     sized = [n for n in nodes if isinstance((n.get('memory') or {}).get('budget_gib'), (int, float))]
     if not sized:
         return ['hosts %s: no memory figures (gb10_proc_root / gb10_cuda_probe). Fix: check those variables.'
                 % _names(nodes)]
 
-    def room(node):
-        free = node['memory'].get('free_gib')
-        return free if isinstance(free, (int, float)) else node['memory']['budget_gib']
+    def room(node, after_reboot=False):
+        memory = node['memory']
+        free = memory.get('free_gib')
+        if not isinstance(free, (int, float)):
+            return memory['budget_gib']
+        if after_reboot and memory.get('leaked') and isinstance(memory.get('unaccounted_gib'), (int, float)):
+            return min(free + memory['unaccounted_gib'], memory['budget_gib'])
+        return free
 
     poorest = min(sized, key=room)
     budget = min(n['memory']['budget_gib'] for n in sized)
@@ -305,15 +312,27 @@ def check_memory(profile, nodes, shape=None):
         plan = fit_plan(profile, budget, free_gib=min(frees) if frees else None, shape=shape)
     except FitError as exc:
         return ['host %s: %s' % (poorest['host'], exc)]
-    if not plan['fits']:
-        return ['host %s (poorest node: %.1f GiB CUDA-visible, %s GiB available): profile %s (gb10_profile) does '
-                'not fit: %s' % (poorest['host'], budget, poorest['memory'].get('free_gib'), profile['name'],
-                                 plan['reason'])]
-    return []
+    if plan['fits']:
+        return []
+    leaked = [n for n in sized if n['memory'].get('leaked')]
+    if leaked and frees:
+        after = fit_plan(profile, budget, free_gib=min(room(n, after_reboot=True) for n in sized), shape=shape)
+        if after['fits']:
+            return ['host%s %s: unified memory leaked (H4: %s; memory in use that no process, cache or kernel '
+                    'counter explains, with no GPU process left, which only a reboot frees), so profile %s '
+                    '(gb10_profile) does not fit now: %.1f GiB available on the poorest node, %.1f GiB needed; '
+                    'after the reboot it fits. Fix: %s reboots only the leaked nodes; then run this deploy again.'
+                    % ('s' if len(leaked) > 1 else '', _names(leaked), ', '.join('%s %.1f GiB' % (n['host'], n['memory']['unaccounted_gib'])
+                                                  for n in leaked),
+                       profile['name'], min(frees), plan['needed_free_gib'],
+                       recover_command or 'playbooks/recover.yml with this inventory')]
+    return ['host %s (poorest node: %.1f GiB CUDA-visible, %s GiB available): profile %s (gb10_profile) does '
+            'not fit: %s' % (poorest['host'], budget, poorest['memory'].get('free_gib'), profile['name'],
+                             plan['reason'])]
 
 
 def preflight_problems(profile, nodes, engine=None, shape=None, ceiling=UTILIZATION_CEILING,
-                       min_link_mbps=MIN_CLUSTER_LINK_MBPS, group='gb10_cluster'):
+                       min_link_mbps=MIN_CLUSTER_LINK_MBPS, group='gb10_cluster', recover_command=None):
     """All problems for this profile on these nodes (first = head), in a stable order. Nodes this
     run did not read are reported by check_run_hosts only; the model and memory checks, which
     need every node, wait until the whole group is in the run."""
@@ -330,5 +349,5 @@ def preflight_problems(profile, nodes, engine=None, shape=None, ceiling=UTILIZAT
         problems += check_rdma(node)
     if len(read) == len(nodes):
         problems += check_model(profile, nodes)
-        problems += check_memory(profile, nodes, shape)
+        problems += check_memory(profile, nodes, shape, recover_command)
     return problems
