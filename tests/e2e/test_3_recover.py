@@ -12,6 +12,8 @@ cluster, the way it goes on a Spark whose cluster link loses its addresses:
 - the container's end leaves the worker's rank's unified memory held by the driver: nobody plants
   it, the simulated Spark's driver keeps it because the container died under the rank (the fixture
   kit's gb10-gpu-ledger, tests/fixtures/gb10-sim/README.md);
+- the deploy a user runs next is refused by preflight, before anything changes, naming the leaked
+  node and the command that frees it (issue 48), which is the recover.yml run that follows;
 - playbooks/recover.yml finds that leak, reboots that host only (its boot id changes, the head's
   does not) and frees it. The head's engine is still there when recover.yml starts, and it stops
   it before Ray and the containers (H4), so the head leaks nothing: stopping the head's container
@@ -26,15 +28,19 @@ cluster, the way it goes on a Spark whose cluster link loses its addresses:
 The tests run in this order, each on the state the one before left.
 """
 
+import os
 import re
+import shlex
 import subprocess
 import time
 
 import pytest
 
-from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PROFILE,
-                      api_client, assert_succeeded, drift, findings, healthy, leaks, link_state, on_host,
-                      worker_running)
+from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PROFILE, TOP,
+                      api_client, assert_succeeded, drift, failure_messages, findings, healthy, leaks, link_state,
+                      on_host, worker_running)
+
+PREFLIGHT_TASK = "Refuse before anything changes"  # roles/preflight
 
 RECOVER = "playbooks/recover.yml"
 
@@ -111,6 +117,24 @@ def restore(lost):
     host, port, address = lost
     subprocess.run(["docker", "exec", host, "ip", "addr", "add", "%s/24" % address, "dev", port],
                    capture_output=True, timeout=60, check=False)
+
+
+def test_a_deploy_onto_the_leaked_node_names_the_leak_and_the_command_that_frees_it(sim_cluster, run_playbook):
+    # Issue 48: the deploy a user runs next stops at preflight, before anything changes; it names
+    # the leaked node and the one command that frees it, not three guesses (the fit holds on the
+    # memory the reboot gives back). That command, as printed, is the next test's recover.yml run.
+    head, worker = sim_cluster.hosts
+
+    refused = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=1500)
+
+    assert refused.status == "failed", refused
+    message = failure_messages(refused, PREFLIGHT_TASK)[head]
+    assert "host %s: unified memory leaked (H4: %s " % (worker, worker) in message, message
+    assert "after the reboot it fits" in message and "page cache (H3)" not in message, message
+    argv = shlex.split(re.search(r"Fix: (ansible-playbook .*?) reboots only the leaked nodes", message).group(1))
+    assert argv[0] == "ansible-playbook" and argv[2] == "-i", argv
+    assert os.path.samefile(argv[1], os.path.join(TOP, RECOVER)), argv
+    assert os.path.samefile(argv[3], os.path.join(TOP, sim_cluster.inventory)), argv
 
 
 def test_recover_reboots_only_the_host_the_kill_leaked_then_the_cluster_serves_again(sim_cluster, run_playbook):
