@@ -10,13 +10,14 @@
 #   engine    rendered engine command lines against the real vLLM argument parser (.venv-engine)
 #   molecule  every scenario under molecule/ that runs on its own test hosts
 #   e2e       pytest tests/e2e on the simulated cluster, modules in their numbered order: the
-#             2-Spark cluster (deploy TP=2, re-run, drift, recover, exposure, faults), then the
-#             3-Spark cluster (deploy TP=3), then teardown
+#             2-Spark cluster (deploy TP=2, re-run, drift, recover, exposure, faults, watchdog),
+#             then teardown
 # Slower, not in the default run (the budget: 30 minutes on 2 cores, CI's hard limit 90):
 #   molecule-sim  the scenarios that need the simulation: its cluster (ray_cluster, vllm_serve; the
 #                 e2e stage runs the same roles on the same cluster through deploy-m27.yml) or its
 #                 serving image (link_check: both ranks on this machine's Docker)
-#   e2e cases marked `full` (pytest.ini): link and registry faults that a role run alone shows
+#   e2e cases marked `full` (pytest.ini): link and registry faults that a role run alone shows,
+#                 and the 3-Spark cluster (deploy TP=3, test_5_deploy_tp3.py: about 600 s)
 # Usage: scripts/test.sh [stage ...]   (default: lint sanity publish unit engine molecule e2e; `full`:
 # all stages and every e2e case). Each stage's time and the e2e tests' times are printed at the end.
 set -euo pipefail

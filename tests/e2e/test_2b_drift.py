@@ -223,10 +223,9 @@ def test_the_printed_drift_fix_runs_when_pasted(serving, tmp_path):
 
         assert fixed.returncode == 0, fixed.stdout[-4000:]
         assert on_host(worker, "cat", "/etc/gb10/nccl.env") == original
-        # Nothing restarted: the engine is the same process and drift finds nothing now.
+        # Nothing restarted: the engine is the same process. (Drift passing on the deployed cluster
+        # is the documented CI jobs' case above; a third drift run here cost a minute, issue 51.)
         assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
-        again = paste(drift_command, env, timeout=900)
-        assert again.returncode == 0, again.stdout[-4000:]
     finally:
         subprocess.run(["docker", "exec", "-i", worker, "sh", "-c", "cat > /etc/gb10/nccl.env"],
                        input=original, text=True, check=True, timeout=60)

@@ -18,6 +18,13 @@ from .helpers import (HEAD, KNOWN_ANSWER_TASK, TINY_ANSWER, api_client, assert_s
 
 PLAYBOOK = "playbooks/deploy-m3.yml"
 
+# `scripts/test.sh full` only (issue 51's budget, 2026-12-02): the test command measured ~88 minutes
+# on this 2-core machine with this module (about 600 s: a third host's host prep, link and model
+# copy, then a TP=3 launch) against CI's hard limit of 90. The default run keeps the TP=3 profile's
+# rendering and refusals (tests/unit: test_render, test_profile, test_preflight); this module comes
+# back to the default run when a launch costs less (issue 51).
+pytestmark = pytest.mark.full
+
 
 @pytest.fixture(scope="module")
 def deployed3(sim_cluster3, run_playbook):
