@@ -322,8 +322,8 @@ def check_memory(profile, nodes, shape=None, recover_command=None):
                     'counter explains, with no GPU process left, which only a reboot frees), so profile %s '
                     '(gb10_profile) does not fit now: %.1f GiB available on the poorest node, %.1f GiB needed; '
                     'after the reboot it fits. Fix: %s reboots only the leaked nodes; then run this deploy again.'
-                    % ('s' if len(leaked) > 1 else '', _names(leaked), ', '.join('%s %.1f GiB' % (n['host'], n['memory']['unaccounted_gib'])
-                                                  for n in leaked),
+                    % ('s' if len(leaked) > 1 else '', _names(leaked),
+                       ', '.join('%s %.1f GiB' % (n['host'], n['memory']['unaccounted_gib']) for n in leaked),
                        profile['name'], min(frees), plan['needed_free_gib'],
                        recover_command or 'playbooks/recover.yml with this inventory')]
     return ['host %s (poorest node: %.1f GiB CUDA-visible, %s GiB available): profile %s (gb10_profile) does '

@@ -27,8 +27,8 @@ def _tool(name, variable):
 def get_ptxas(arch):
     return _tool("ptxas-blackwell", "TRITON_PTXAS_BLACKWELL_PATH") if arch >= 100 else _tool("ptxas", "TRITON_PTXAS_PATH")
 '''
-COMPILER_34 = COMPILER_36.replace("def get_ptxas(arch):\n    return _tool(\"ptxas-blackwell\", \"TRITON_PTXAS_BLACKWELL_PATH\") if arch >= 100 else _tool(\"ptxas\", \"TRITON_PTXAS_PATH\")",
-                                  "def get_ptxas():\n    return _tool(\"ptxas\", \"TRITON_PTXAS_PATH\")")
+GET_36 = COMPILER_36[COMPILER_36.index("def get_ptxas(arch):"):]
+COMPILER_34 = COMPILER_36.replace(GET_36, 'def get_ptxas():\n    return _tool("ptxas", "TRITON_PTXAS_PATH")\n')
 
 
 def triton(tmp_path, knobs, compiler):
