@@ -216,9 +216,13 @@ def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(wa
     try:
         # Every node's exporter (back with its node after the power cut) and the engine, up.
         targets = {(h, "gb10-node") for h in watchdog.hosts} | {(head, "gb10-engine")}
-        wait_for("every target scraped and up",
-                 lambda: {(r["metric"]["node"], r["metric"]["job"]) for r in query("up") if r["value"][1] == "1"}
-                 == targets, 90)
+        try:
+            wait_for("every target scraped and up",
+                     lambda: {(r["metric"]["node"], r["metric"]["job"]) for r in query("up") if r["value"][1] == "1"}
+                     == targets, 90)
+        except AssertionError as late:
+            # What Prometheus itself says of each target: the one that is down and why.
+            raise AssertionError("%s; Prometheus's targets: %s" % (late, scrape_targets(port))) from None
 
         # A leak on the worker (20 GiB held by the driver, H4): its figures move, the head's do not,
         # and they are what the unified_memory module reports on each node.
@@ -255,6 +259,14 @@ def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(wa
         prometheus.terminate()
         prometheus.wait(timeout=60)
         log.close()
+
+
+def scrape_targets(port):
+    """[(job, node, health, lastError)] of every target, as Prometheus's own API reports them."""
+    url = "http://127.0.0.1:%d/api/v1/targets" % port
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        active = json.load(answer)["data"]["activeTargets"]
+    return [(t["labels"].get("job"), t["labels"].get("node"), t["health"], t["lastError"]) for t in active]
 
 
 def last_link_check(host):
