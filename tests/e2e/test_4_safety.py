@@ -428,7 +428,9 @@ def next_steps(stdout, host):
 def test_the_printed_next_step_runs_when_pasted(sim_cluster, serving, tmp_path):
     # Issue 19: a user ran deploy.yml with the profile as an extra var and lost a node. The next
     # step repeats their own playbook, inventory and extra vars; its ping, pasted while the node is
-    # still down, fails; pasted once it is back, the ping and the re-run succeed.
+    # still down, fails; pasted once it is back, it succeeds. The re-run is the user's own command
+    # (the same words, checked below), which the lost run itself ran when pasted; a full deploy.yml
+    # on a serving cluster is test_2a's case, so it is not run a second time here (issue 51's budget).
     head, worker = sim_cluster.hosts
     env = user_env(tmp_path)
     command = ("ansible-playbook playbooks/deploy.yml -i %s -e gb10_profile=minimax-m27-nvfp4"
@@ -452,10 +454,7 @@ def test_the_printed_next_step_runs_when_pasted(sim_cluster, serving, tmp_path):
 
     back = paste(ping, env, timeout=300)
     assert back.returncode == 0, back.stdout
-    done = paste(rerun, env, timeout=1800)
-    assert done.returncode == 0, done.stdout[-4000:]
-    assert "NEXT STEP" not in done.stdout
-    # The run that stopped before the launch left the serving engine alone; the re-run kept it.
+    # The run that stopped before the launch left the serving engine alone.
     assert engine_process(head)[:2] == engine_before[:2]
     assert healthy(head)
 

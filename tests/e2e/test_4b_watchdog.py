@@ -38,8 +38,8 @@ import urllib.request
 
 import pytest
 
-from .helpers import (HEAD, LAUNCH, PORT, PROFILE, SUMMARY_TASK, TINY_ANSWER, WORKER, assert_succeeded, drift,
-                      findings, healthy, ok_results, on_host)
+from .helpers import (HEAD, LAUNCH, PORT, PROFILE, SUMMARY_TASK, TINY_ANSWER, WORKER, api_client, assert_succeeded,
+                      drift, findings, healthy, ok_results, on_host)
 
 DATA = "/var/lib/gb10/watchdog"  # vllm_serve_watchdog_dir's default
 CONTAINER = "gb10-watchdog"  # vllm_serve_watchdog_container's default
@@ -175,6 +175,8 @@ def test_after_a_power_cut_the_cluster_serves_again_with_no_command(watchdog, ru
     assert recovery["reason"] == "down", recovery
     assert TINY_ANSWER.strip() in recovery["answer"], recovery
     assert healthy(head)
+    # And the way in that a client has, the gateway, came back with the head (started at boot).
+    assert api_client(watchdog, timeout=60).models.list().data
     assert metrics(head)["gb10_watchdog_restart_budget_left"] == "2"
 
 
