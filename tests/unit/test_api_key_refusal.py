@@ -93,3 +93,18 @@ def test_a_good_or_absent_key_passes_and_the_run_goes_on(tmp_path, extravars):
     # The run went on past the check (to where the unreachable host stops it).
     assert CHECK not in {task for task, unused in failures(runner)}
     assert started(runner).index("Resolve the profile once, with this inventory's overlay (M1)") > started(runner).index(CHECK)
+
+
+@pytest.mark.parametrize('playbook', ['deploy.yml', 'preflight.yml', 'launch.yml'])
+def test_the_deploy_refuses_an_engine_it_does_not_launch(tmp_path, playbook):
+    # gb10_engine=sglang passed preflight's SGLang checks and then deployed vLLM all the same
+    # (issue 51): each entry point of the deploy refuses it in its first play, no host contacted.
+    runner = deploy(tmp_path, {'gb10_engine': 'sglang'}, playbook=playbook)
+
+    assert runner.status == 'failed'
+    refusal = 'Refuse an engine the deploy does not launch'
+    assert [task for task, unused in failures(runner)] == [refusal], failures(runner)
+    assert not [e for e in runner.events if e.get('event') == 'runner_on_unreachable']
+    message = failures(runner)[0][1]
+    assert message.startswith('host spark1: gb10_engine=sglang, but this deploy launches vLLM only'), message
+    assert 'nothing was changed' in message and 'role gb10.serving.sglang_serve' in message, message
