@@ -49,8 +49,8 @@ def test_the_steps_a_converged_cluster_skips_end_before_their_first_task():
     for step in ENDED_WHEN_CONVERGED:
         # launch.yml starts by importing api_gateway.yml, which is checked as a step of its own.
         plays = [play for play in load(step) if 'ansible.builtin.import_playbook' not in play]
-        # launch.yml: leak recovery and the page cache drop; the Ray/engine play runs the smoke test.
-        for play in plays[:2] if step == 'launch.yml' else plays:
+        # launch.yml: the engine check, leak recovery and the page cache drop; the Ray/engine play runs the smoke test.
+        for play in plays[:3] if step == "launch.yml" else plays:
             first = play_tasks(play)[0]
             assert first.get('ansible.builtin.meta') == 'end_play', (step, play['name'], first)
             assert first.get('when') == 'gb10_deploy_converged | default(false)', (step, play['name'])
