@@ -20,9 +20,9 @@ cluster, the way it goes on a Spark whose cluster link loses its addresses:
   first would leak the head too, and reboot it;
 - recover.yml ends saying the cluster does not serve, with the launch step of the profile that
   served (issue 48); that command, pasted as printed (playbooks/launch.yml, deploy.yml's last step
-  alone), brings the cluster back and it answers a chat request again: a reboot keeps what the steps before it configured (the link's
-  netplan file, the env file, the image), so only Ray and the engine are missing (issue 28: a fault
-  test re-runs only the step it needs);
+  alone), brings the cluster back and it answers a chat request again: a reboot keeps what the
+  steps before it configured (the link's netplan file, the env file, the image), so only Ray and
+  the engine are missing (issue 28: a fault test re-runs only the step it needs);
 - in `scripts/test.sh full` (marker `full`): the DGX OS modprobe override back on the serving
   worker (H2), named by drift, fixed by the deploy that drift names for it: the worker reboots
   only after the engine on the head stopped (H4), and the cluster serves again.
