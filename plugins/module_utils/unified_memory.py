@@ -8,16 +8,28 @@ nvidia-smi does not show it, drop_caches does not free it. So, with caches dropp
 workload running, "unaccounted" = memory in use that neither processes (anonymous pages, shared
 memory) nor the kernel's own bookkeeping (unreclaimable slab, stacks, page tables) explain. The
 field reports also saw the leak only in CUDA's view ("free -g shows plenty of RAM"), so where
-CUDA sees the whole pool the gap between CUDA's free and MemAvailable counts too; the larger of
-the two is reported.
+CUDA sees the whole pool CUDA's own gap counts too; the larger of the two is reported.
+
+CUDA's gap is judged against what a clean node shows, not against zero: on a GB10 CUDA's free
+figure (cuMemGetInfo) follows the kernel's MemFree, not MemAvailable, and sits about 9.5 GiB below
+it on a clean, headless node with caches dropped ("CUDA free caps at ~102/121.69 GiB ... headless,
+caches dropped" against ~111 GiB MemAvailable: MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks issue 47,
+jundot/omlx PR 3526; vLLM reads available system memory instead of cudaMemGetInfo on integrated
+GPUs for the same reason, vllm-project/vllm issues 48140 and 35313). Taken as MemAvailable minus
+CUDA free against a fixed 10 GiB, that healthy offset alone sits at the threshold and any
+undroppable page cache tips a clean node into "leaked" and a reboot. So the CUDA gap is
+MemFree - CUDA free - the node's clean offset: the node's own baseline (a file the collection
+writes when it knows the node is clean, below) or, until it has one, the field's 9.5 GiB.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import shlex
+import time
 
 from ansible_collections.gb10.serving.plugins.module_utils.cuda_probe import (
     CudaProbeError,
@@ -42,17 +54,27 @@ DEFAULT_LEAK_THRESHOLD_GIB = 10.0
 # modprobe override CUDA sees ~62 of 119.7 GB (rule H2) and its free figure says nothing about
 # the rest of the pool.
 WHOLE_POOL_SHARE = 0.9
+# The clean node's CUDA offset (MemFree - CUDA free) a node without a baseline of its own is judged
+# against: the field's figure (sources in the docstring above). A node whose driver keeps more is
+# still healthy up to this plus the threshold; its baseline, once recorded, is the better figure.
+FIELD_CUDA_OFFSET_GIB = 9.5
+# Where the node's clean baseline lives: on the node's disk, so it survives reboots (a reboot is
+# when it is recorded), beside the collection's other state (role node_metrics' exporter mounts
+# /var/lib/gb10 read-only, so it reads the same file).
+DEFAULT_BASELINE_FILE = '/var/lib/gb10/memory/baseline.json'
+BASELINE_MODES = ('never', 'if_missing', 'replace')
 KERNEL_FIELDS = ('SUnreclaim', 'KernelStack', 'PageTables', 'SecPageTables')
 PROCESS_FIELDS = ('AnonPages', 'Shmem')
 GIB = 1024.0 ** 3
 
 
 def assess(fields, gpu_apps=None, cuda=None, leak_threshold_gib=DEFAULT_LEAK_THRESHOLD_GIB,
-           unified=True):
+           unified=True, baseline=None):
     """The module's figures from parsed meminfo (bytes), GPU processes and CUDA (total, free).
 
     gpu_apps: list of {pid, name, used_bytes or None}; cuda: (total, free) bytes or None;
-    unified: the GPU draws on the system pool (GB10: nvidia-smi reports no memory of its own).
+    unified: the GPU draws on the system pool (GB10: nvidia-smi reports no memory of its own);
+    baseline: the node's clean record (read_baseline) or None (the field's offset is used).
     A discrete GPU's CUDA figures describe its own memory and are reported, not compared.
     Returns a dict of GiB figures, the basis of ``unaccounted_gib``, ``leaked`` and a list of
     ``warnings``.
@@ -70,11 +92,15 @@ def assess(fields, gpu_apps=None, cuda=None, leak_threshold_gib=DEFAULT_LEAK_THR
 
     cuda_gap = None
     cuda_whole_pool = None
+    cuda_offset = None
+    healthy_offset_gib = baseline['cuda_offset_gib'] if baseline else FIELD_CUDA_OFFSET_GIB
     if cuda is not None and unified:
         cuda_total, cuda_free = cuda
         cuda_whole_pool = cuda_total >= WHOLE_POOL_SHARE * total
         if cuda_whole_pool:
-            cuda_gap = max(available - cuda_free, 0)
+            # CUDA's free follows MemFree (page cache included in what it cannot use).
+            cuda_offset = fields.get('MemFree', available) - cuda_free
+            cuda_gap = max(cuda_offset - healthy_offset_gib * GIB, 0)
         else:
             warnings.append('CUDA sees %.1f of %.1f GiB: the DGX OS modprobe override is active '
                             '(rule H2); remove /etc/modprobe.d/zz-nvidia-drm-override.conf and '
@@ -102,6 +128,9 @@ def assess(fields, gpu_apps=None, cuda=None, leak_threshold_gib=DEFAULT_LEAK_THR
         'cuda_total_gib': to_gib(cuda[0]) if cuda else None,
         'cuda_free_gib': to_gib(cuda[1]) if cuda else None,
         'cuda_sees_whole_pool': cuda_whole_pool,
+        'cuda_offset_gib': None if cuda_offset is None else to_gib(cuda_offset),
+        'healthy_cuda_offset_gib': float(healthy_offset_gib),
+        'healthy_offset_source': 'baseline' if baseline else 'field',
         'unaccounted_gib': to_gib(unaccounted),
         'unaccounted_basis': basis,
         'gpu_workload': bool(gpu_apps),
@@ -118,6 +147,51 @@ class MeasureError(Exception):
     def __init__(self, msg, **details):
         super(MeasureError, self).__init__(msg)
         self.details = details
+
+
+def read_baseline(path):
+    """The node's clean record at path ({cuda_offset_gib, recorded_at, reason}), None when there is
+    none; MeasureError when the file is there but unusable (the fix: remove it, the next clean
+    measurement writes it again)."""
+    if not path:
+        return None
+    try:
+        with open(path) as handle:
+            record = json.load(handle)
+        offset = float(record['cuda_offset_gib'])
+    except (IOError, OSError) as exc:
+        if not os.path.exists(path):
+            return None
+        raise MeasureError('cannot read the memory baseline %s: %s' % (path, exc))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MeasureError('the memory baseline %s is not a record this collection wrote (%s): '
+                           'remove it; the next clean measurement (leak_recovery) records it again'
+                           % (path, exc))
+    if offset < 0:
+        raise MeasureError('the memory baseline %s holds a negative CUDA offset (%s GiB): remove it'
+                           % (path, offset))
+    record['cuda_offset_gib'] = offset
+    return record
+
+
+def baseline_to_record(figures, mode, reason, now=None):
+    """The record to write for a measurement, or None when mode says not to or the node is not
+    known to be clean: CUDA sees the whole pool, no GPU process runs, and the reading is healthy
+    against the offset it was judged by (so a node that leaked before the collection first saw it
+    never makes its leak its baseline; after a reboot the collection made, it replaces the record)."""
+    if mode not in BASELINE_MODES:
+        raise ValueError('record_baseline must be one of %s, got %r' % (', '.join(BASELINE_MODES), mode))
+    if mode == 'never' or (mode == 'if_missing' and figures['healthy_offset_source'] == 'baseline'):
+        return None
+    if figures['cuda_offset_gib'] is None or figures['gpu_workload'] or figures['leaked']:
+        return None
+    stamp = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))
+    return {'cuda_offset_gib': max(figures['cuda_offset_gib'], 0.0), 'recorded_at': stamp, 'reason': reason}
+
+
+def baseline_text(record):
+    """The file's content for a record: one JSON object, keys sorted, a final newline."""
+    return json.dumps(record, sort_keys=True, indent=2) + '\n'
 
 
 def rss_bytes(proc_root, pid):
@@ -156,7 +230,7 @@ def _gib_or_none(value):
 
 
 def measure(run, proc_root='/proc', nvidia_smi='nvidia-smi', gpu_source='auto', cuda_probe='',
-            leak_threshold_gib=DEFAULT_LEAK_THRESHOLD_GIB):
+            leak_threshold_gib=DEFAULT_LEAK_THRESHOLD_GIB, baseline_file=DEFAULT_BASELINE_FILE):
     """Read a node's memory, GPU and CUDA views and assess them: what the unified_memory module
     returns, and what role node_metrics' exporter publishes (one reading, two readers).
 
@@ -200,8 +274,9 @@ def measure(run, proc_root='/proc', nvidia_smi='nvidia-smi', gpu_source='auto', 
         raise MeasureError('CUDA-visible memory: %s (cuda_probe=%r, variable gb10_cuda_probe)'
                            % (exc, probe))
 
+    baseline = read_baseline(baseline_file)
     unified = bool(gpus) and all(gpu['memory_total_bytes'] is None for gpu in gpus)
-    figures = assess(fields, apps, cuda, leak_threshold_gib, unified=unified)
+    figures = assess(fields, apps, cuda, leak_threshold_gib, unified=unified, baseline=baseline)
     warnings = figures.pop('warnings')
     processes = [{'pid': app['pid'], 'name': app['name'],
                   'used_gib': _gib_or_none(app['used_bytes']),
@@ -211,5 +286,5 @@ def measure(run, proc_root='/proc', nvidia_smi='nvidia-smi', gpu_source='auto', 
                  'memory_free_gib': _gib_or_none(gpu['memory_free_bytes'])} for gpu in gpus]
     versions = sorted(set(gpu['driver_version'] for gpu in gpus if gpu['driver_version']))
     figures.update(gpu_processes=processes, gpus=gpu_list, driver_version=', '.join(versions),
-                   gpu_source=source, cuda_source=cuda_source)
+                   gpu_source=source, cuda_source=cuda_source, baseline=baseline)
     return figures, warnings

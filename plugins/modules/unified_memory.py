@@ -20,12 +20,16 @@ description:
     else C(nvidia-smi --query-gpu) and C(--query-compute-apps)), and CUDA-visible total and free
     memory (a CUDA probe, because GB10's nvidia-smi reports memory as C([N/A])).
   - Reports C(unaccounted_gib), memory in use that no process, cache or kernel counter explains,
-    and where CUDA sees the whole pool, the gap between MemAvailable and CUDA's free memory; the
-    larger counts. Run it after dropping caches (M(gb10.serving.drop_page_cache)) and with no
-    GPU workload running, as role C(gb10.serving.leak_recovery) does.
+    and where CUDA sees the whole pool, CUDA's own gap; the larger counts. Run it after dropping
+    caches (M(gb10.serving.drop_page_cache)) and with no GPU workload running, as role
+    C(gb10.serving.leak_recovery) does.
+  - "CUDA's gap is judged against a clean node: on a GB10 CUDA's free figure follows MemFree and
+    sits about 9.5 GiB below it on a clean node (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks issue
+    47, jundot/omlx PR 3526). The gap is MemFree - CUDA free - the node's clean offset: its
+    baseline (O(baseline_file)) where one was recorded, else that field figure."
   - C(leaked) is true when C(unaccounted_gib) exceeds O(leak_threshold_gib) and no GPU process
     runs. With GPU processes running the module warns instead, since their memory may be the gap.
-  - Reads only; never reports C(changed).
+  - Changes nothing unless O(record_baseline) asks it to write the node's clean baseline.
 options:
   proc_root:
     description:
@@ -60,6 +64,24 @@ options:
         90 GB on one node, while a healthy node has a few GB no counter explains.
     type: float
     default: 10.0
+  baseline_file:
+    description:
+      - The node's clean memory baseline (JSON, C(cuda_offset_gib) = MemFree - CUDA free on a clean
+        node), read on every run. Missing means none yet; the field's 9.5 GiB is used.
+      - Empty reads and writes none.
+    type: path
+    default: /var/lib/gb10/memory/baseline.json
+  record_baseline:
+    description:
+      - Whether this measurement becomes the node's baseline. It is written only when the node is
+        known to be clean here, CUDA sees the whole pool, no GPU process runs and the reading is
+        not a leak against the offset it was judged by, so a leak is never recorded as the normal.
+      - C(never) only reads. C(if_missing) writes when the node has no baseline yet (the first clean
+        measurement). C(replace) writes over one (after a reboot the collection made, when the
+        driver's memory is certainly free).
+    type: str
+    choices: [never, if_missing, replace]
+    default: never
 notes:
   - The CUDA probe creates and destroys a CUDA context for a moment; on GB10 that costs a few
     hundred MB while it runs.
@@ -70,15 +92,22 @@ seealso:
   - module: gb10.serving.memory_balance
 extends_documentation_fragment:
   - gb10.serving.attributes
-  - gb10.serving.attributes.read_only
+attributes:
+  check_mode:
+    support: full
+    description: Reads as in a real run; reports the baseline it would write, and writes none.
+  diff_mode:
+    support: full
+    description: Shows the baseline file before and after when O(record_baseline) writes it.
 '''
 
 EXAMPLES = r'''
-- name: Look for leaked unified memory after dropping caches (H4)
+- name: Look for leaked unified memory after dropping caches (H4); the first clean reading is the baseline
   gb10.serving.unified_memory:
     proc_root: "{{ gb10_proc_root | default('/proc') }}"
     nvidia_smi: "{{ gb10_nvidia_smi | default('nvidia-smi') }}"
     cuda_probe: "{{ gb10_cuda_probe | default('') }}"
+    record_baseline: if_missing
   register: gb10_memory
 
 - name: Stop here when a node leaked
@@ -143,8 +172,33 @@ unified:
   returned: always
   type: bool
   sample: true
+cuda_offset_gib:
+  description: MemFree minus CUDA free as measured now (about 9.5 on a clean GB10). Null without a whole-pool CUDA view.
+  returned: always
+  type: float
+  sample: 9.5
+healthy_cuda_offset_gib:
+  description: The clean offset CUDA's gap was judged against, the node's baseline or the field's 9.5.
+  returned: always
+  type: float
+  sample: 9.5
+healthy_offset_source:
+  description: C(baseline) (the node's own record) or C(field) (no baseline yet).
+  returned: always
+  type: str
+  sample: baseline
+baseline:
+  description: The node's baseline record as read before this run (C(cuda_offset_gib), C(recorded_at), C(reason)); null when it has none.
+  returned: always
+  type: dict
+  sample: {cuda_offset_gib: 9.52, recorded_at: "2026-12-02T13:10:00Z", reason: first clean measurement}
+baseline_recorded:
+  description: This run wrote (or, in check mode, would write) the baseline.
+  returned: always
+  type: bool
+  sample: false
 unaccounted_gib:
-  description: Memory in use that nothing explains, the larger of the meminfo gap and (unified, whole pool) MemAvailable minus CUDA free.
+  description: Memory in use that nothing explains, the larger of the meminfo gap and (unified, whole pool) CUDA's gap, MemFree minus CUDA free minus the healthy offset.
   returned: always
   type: float
   sample: 33.4
@@ -226,11 +280,32 @@ cuda_source:
   sample: libcuda
 '''
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import (
+    BASELINE_MODES,
+    DEFAULT_BASELINE_FILE,
     MeasureError,
+    baseline_text,
+    baseline_to_record,
     measure,
 )
+
+BASELINE_REASONS = {'if_missing': 'first clean measurement',
+                    'replace': 'clean measurement after a reboot the collection made'}
+
+
+def write_baseline(module, path, text):
+    """Write the baseline atomically (a reader never sees half a file), mode 0644, folder made."""
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, 0o755)
+    temporary = path + '.tmp'
+    with open(temporary, 'w') as handle:
+        handle.write(text)
+    os.chmod(temporary, 0o644)
+    module.atomic_move(temporary, path)
 
 
 def main():
@@ -241,21 +316,41 @@ def main():
             gpu_source=dict(type='str', default='auto', choices=['auto', 'nvml', 'nvidia_smi']),
             cuda_probe=dict(type='str', default=''),
             leak_threshold_gib=dict(type='float', default=10.0),
+            baseline_file=dict(type='path', default=DEFAULT_BASELINE_FILE),
+            record_baseline=dict(type='str', default='never', choices=list(BASELINE_MODES)),
         ),
         supports_check_mode=True,
     )
     if module.params['leak_threshold_gib'] <= 0:
         module.fail_json(msg='leak_threshold_gib must be above 0, got %s'
                              % module.params['leak_threshold_gib'])
+    params = dict(module.params)
+    mode = params.pop('record_baseline')
+    path = params['baseline_file']
     try:
-        # One definition of the reading (module_utils), shared with role node_metrics' exporter.
+        # One definition of the reading (module_utils), shared with role node_metrics' exporter
+        # and its leak reboot.
         result, warnings = measure(lambda argv: module.run_command(argv, handle_exceptions=False),
-                                   **module.params)
+                                   **params)
     except MeasureError as exc:
         module.fail_json(msg=str(exc), **exc.details)
     for warning in warnings:
         module.warn(warning)
-    module.exit_json(changed=False, **result)
+    record = baseline_to_record(result, mode, BASELINE_REASONS.get(mode, '')) if path else None
+    result['baseline_recorded'] = record is not None
+    diff = {}
+    if record is not None:
+        before = baseline_text(result['baseline']) if result['baseline'] else ''
+        diff = dict(before_header=path, after_header=path, before=before, after=baseline_text(record))
+        if not module.check_mode:
+            try:
+                write_baseline(module, path, diff['after'])
+            except (IOError, OSError) as exc:
+                module.fail_json(msg='cannot write the memory baseline %s: %s. Fix: make its folder '
+                                     'writable, or set baseline_file' % (path, exc), **result)
+    if diff:
+        result['diff'] = diff
+    module.exit_json(changed=record is not None, **result)
 
 
 if __name__ == '__main__':

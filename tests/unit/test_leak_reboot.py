@@ -37,7 +37,8 @@ def node(tmp_path, fixture_path, meminfo, kernels_with_modules):
                    '  *) exit 9 ;;\nesac\n' % answers)
     smi.chmod(0o755)
     config = {'proc_root': str(tmp_path / 'proc'), 'nvidia_smi': str(smi), 'gpu_source': 'nvidia_smi',
-              'cuda_probe': 'none', 'leak_threshold_gib': 10.0, 'boot_root': str(root), 'boot_check': True,
+              'cuda_probe': 'none', 'leak_threshold_gib': 10.0, 'baseline_file': str(tmp_path / 'baseline.json'),
+              'boot_root': str(root), 'boot_check': True,
               'reboot_command': 'touch %s' % (tmp_path / 'rebooted')}
     (tmp_path / 'config.json').write_text(json.dumps(config))
     return tmp_path

@@ -45,7 +45,7 @@ def read_memory(config):
     same way."""
     return measure(run, proc_root=config["proc_root"], nvidia_smi=config["nvidia_smi"],
                    gpu_source=config["gpu_source"], cuda_probe=config["cuda_probe"],
-                   leak_threshold_gib=config["leak_threshold_gib"])
+                   leak_threshold_gib=config["leak_threshold_gib"], baseline_file=config["baseline_file"])
 
 
 class Exporter(object):

@@ -40,7 +40,8 @@ def kit(tmp_path, fixture_path, monkeypatch):
             args = {'proc_root': str(root / 'var' / 'lib' / 'gb10-sim' / 'proc'),
                     'nvidia_smi': str(root / 'opt' / 'gb10-sim' / 'bin' / 'nvidia-smi'),
                     'gpu_source': 'nvidia_smi',
-                    'cuda_probe': str(root / 'opt' / 'gb10-sim' / 'bin' / 'gb10-cuda-probe')}
+                    'cuda_probe': str(root / 'opt' / 'gb10-sim' / 'bin' / 'gb10-cuda-probe'),
+                    'baseline_file': str(root / 'var' / 'lib' / 'gb10' / 'memory' / 'baseline.json')}
             args.update(extra)
             return args
 
@@ -62,6 +63,20 @@ def test_fresh_node_is_a_healthy_spark(kit, run_module):
     assert result['driver_version'] == '580.142'
     assert result['leaked'] is False
     assert result['unaccounted_gib'] < 1
+
+
+def test_cuda_free_sits_the_fields_offset_below_memfree_and_a_clean_node_stays_healthy(kit, run_module):
+    # A GB10's cuMemGetInfo follows MemFree, ~9.5 GiB below it on a clean node (lib.sh cites it);
+    # 1.5 GiB of page cache that no drop frees leaves the node healthy.
+    assert kit.run('gb10-sim-set', 'cache_gib=1.5').returncode == 0
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert not failed, result
+    assert result['cuda_offset_gib'] == 9.5
+    assert round(result['available_gib'] - result['cuda_free_gib'], 1) > result['leak_threshold_gib']
+    assert result['leaked'] is False
+    assert kit.run('gb10-sim-set', 'cuda_offset_gib=12').returncode == 0
+    failed, result = run_module(unified_memory.main, kit.args())
+    assert result['cuda_offset_gib'] == 12.0
 
 
 def test_planted_leak_is_detected_and_a_reboot_frees_it(kit, run_module):
