@@ -198,7 +198,9 @@ baseline_recorded:
   type: bool
   sample: false
 unaccounted_gib:
-  description: Memory in use that nothing explains, the larger of the meminfo gap and (unified, whole pool) CUDA's gap, MemFree minus CUDA free minus the healthy offset.
+  description:
+    - Memory in use that nothing explains, the larger of the meminfo gap and (unified, whole pool) CUDA's gap,
+      MemFree minus CUDA free minus the healthy offset.
   returned: always
   type: float
   sample: 33.4
