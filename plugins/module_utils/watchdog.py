@@ -44,19 +44,55 @@ def probe_verdict(probe, expect=None):
     return "ok"
 
 
-def budget_left(recoveries, now, max_restarts, window_s):
-    """Recoveries the budget still allows: max_restarts minus those started within window_s."""
-    recent = [t for t in recoveries if now - float(t) < float(window_s)]
-    return max(0, int(max_restarts) - len(recent))
+# The longest a recovery counts against the budget: a day. The hourly window alone let recoveries
+# longer than window_s / max_restarts (20 minutes at 3 an hour; a relaunch may wait 30 for
+# readiness) restart the engine 40-70 times a day, forever (issue 47, section 4).
+DAY_S = 86400
 
 
-def next_action(state, verdict, failures, failures_to_recover, budget):
+def budget_left(recoveries, now, max_restarts, window_s, max_per_day=None):
+    """Recoveries the budget still allows: max_restarts minus those started within window_s, and
+    at most max_per_day (None: no daily bound) minus those started within a day, whatever each
+    recovery lasted."""
+    left = int(max_restarts) - len([t for t in recoveries if now - float(t) < float(window_s)])
+    if max_per_day is not None:
+        left = min(left, int(max_per_day) - len([t for t in recoveries if now - float(t) < DAY_S]))
+    return max(0, left)
+
+
+def pause_left(recoveries, last_ended, now, pause_s):
+    """Seconds before the next recovery may start: pause_s after the first of the day, doubling
+    with each further one within a day, counted from the end of the last (its start where its end
+    is unknown). 0 when pause_s is 0 or no recovery started within a day."""
+    recent = sorted(float(t) for t in recoveries if now - float(t) < DAY_S)
+    if not recent or float(pause_s) <= 0:
+        return 0.0
+    wait = min(float(pause_s) * 2 ** (len(recent) - 1), DAY_S)
+    since = float(last_ended) if last_ended is not None else recent[-1]
+    return max(0.0, since + wait - now)
+
+
+def recent_recoveries(recoveries, now, window_s):
+    """The recoveries the budget still counts (within window_s or a day, the longer): the state
+    file keeps these, not every recovery ever."""
+    keep = max(float(window_s), DAY_S)
+    return [t for t in recoveries if now - float(t) < keep]
+
+
+def incidents_to_prune(names, keep):
+    """The incident folders (named by their UTC start, so they sort by time) beyond the newest keep."""
+    names = sorted(names)
+    return names[:max(0, len(names) - int(keep))]
+
+
+def next_action(state, verdict, failures, failures_to_recover, budget, pause=0):
     """The watchdog's next step after a probe.
 
     state: the state file's 'status'; failures: consecutive failed probes, this one included;
-    budget: budget_left(). Returns (action, status): action is 'none', 'recover' or 'give_up'.
-    An exhausted budget, or a node whose memory leaked, is final: the watchdog leaves everything to
-    the operator until a deploy run that served gives the budget back (no restart loops).
+    budget: budget_left(); pause: pause_left(). Returns (action, status): action is 'none',
+    'recover' or 'give_up'. An exhausted budget, or a node whose memory leaked, is final: the
+    watchdog leaves everything to the operator until a deploy run that served gives the budget back
+    (no restart loops). Within a pause the engine is reported failing and left as it is.
     """
     if state in FINAL:
         return "none", state
@@ -69,6 +105,8 @@ def next_action(state, verdict, failures, failures_to_recover, budget):
         return "none", FAILING
     if budget < 1:
         return "give_up", OUT_OF_BUDGET
+    if pause > 0:
+        return "none", FAILING
     return "recover", RECOVERING
 
 
@@ -120,7 +158,7 @@ def leak_reading(text, since):
     return dict(figures, state="leaked" if values["gb10_unified_memory_leaked"] == 1 else "healthy", why="")
 
 
-def metrics_text(state, now, max_restarts, window_s):
+def metrics_text(state, now, max_restarts, window_s, max_per_day=None):
     """The state as Prometheus text exposition (a node-exporter textfile)."""
     recoveries = state.get("recoveries", [])
     last = state.get("last_probe") or {}
@@ -147,9 +185,9 @@ def metrics_text(state, now, max_restarts, window_s):
     metric("gb10_probe_timestamp_seconds", "gauge", "When the last probe ended (Unix time).", last.get("at"))
     metric("gb10_watchdog_failed_probes", "gauge", "Consecutive probes without an answer.", state.get("failures", 0))
     metric("gb10_watchdog_recoveries_total", "counter", "Recoveries started since the budget was last given back.",
-           len(recoveries))
-    metric("gb10_watchdog_restart_budget_left", "gauge", "Recoveries the budget still allows in its window.",
-           budget_left(recoveries, now, max_restarts, window_s) if status != OUT_OF_BUDGET else 0)
+           state.get("recoveries_total", len(recoveries)))
+    metric("gb10_watchdog_restart_budget_left", "gauge", "Recoveries the budget still allows (its window and its day).",
+           budget_left(recoveries, now, max_restarts, window_s, max_per_day) if status != OUT_OF_BUDGET else 0)
     return "\n".join(lines) + "\n"
 
 

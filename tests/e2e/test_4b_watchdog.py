@@ -45,12 +45,14 @@ DATA = "/var/lib/gb10/watchdog"  # vllm_serve_watchdog_dir's default
 CONTAINER = "gb10-watchdog"  # vllm_serve_watchdog_container's default
 LINK_PROM = "/var/lib/gb10/link_check/link.prom"  # link_check_dir's default
 # Sized for the simulation: a probe every 3 s, a hang after 10 s without a token, one failed probe
-# is enough, four recoveries per hour (one per case); the exporters read every 5 s, so a reading
-# after the engine's stop comes soon. The tiny model's first token comes within a second; a
-# simulated Spark boots in seconds.
+# is enough, four recoveries per hour (one per case) within the day's six, a pause of 1 s doubling
+# between them (the pause's growth and the day's bound are unit-tested: a day of long recoveries);
+# the exporters read every 5 s, so a reading after the engine's stop comes soon. The tiny model's
+# first token comes within a second; a simulated Spark boots in seconds.
 SETTINGS = {"gb10_profile": PROFILE, "gb10_watchdog": True, "vllm_serve_watchdog_interval_s": 3,
             "vllm_serve_watchdog_deadline_s": 10, "vllm_serve_watchdog_failures": 1,
             "vllm_serve_watchdog_max_restarts": 4, "vllm_serve_watchdog_window_s": 3600,
+            "vllm_serve_watchdog_pause_s": 1,
             "vllm_serve_watchdog_nodes_timeout_s": 180, "node_metrics_interval_s": 5}
 
 

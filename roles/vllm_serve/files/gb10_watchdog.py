@@ -9,6 +9,7 @@ import datetime
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -164,7 +165,7 @@ class Watchdog:
         state = dict(self.state, updated=round(time.time(), 3), launch_id=self.config.get("launch_id"))
         for name, text in (("state.json", json.dumps(state, indent=1, sort_keys=True) + "\n"),
                            ("metrics.prom", logic.metrics_text(state, time.time(), self.config["max_restarts"],
-                                                               self.config["window_s"]))):
+                                                               self.config["window_s"], self.config["max_per_day"]))):
             tmp = os.path.join(self.data, "." + name)
             with open(tmp, "w") as handle:
                 handle.write(text)
@@ -178,19 +179,29 @@ class Watchdog:
         previous = (self.state.get("last_probe") or {}).get("verdict")
         self.state["last_probe"] = result
         self.state["failures"] = 0 if verdict == "ok" else self.state["failures"] + 1
-        budget = logic.budget_left(self.state["recoveries"], time.time(), config["max_restarts"], config["window_s"])
+        now = time.time()
+        self.state["recoveries"] = logic.recent_recoveries(self.state["recoveries"], now, config["window_s"])
+        budget = logic.budget_left(self.state["recoveries"], now, config["max_restarts"], config["window_s"],
+                                   config["max_per_day"])
+        pause = logic.pause_left(self.state["recoveries"], (self.state.get("last_recovery") or {}).get("ended"),
+                                 now, config["pause_s"])
         action, status = logic.next_action(self.state["status"], verdict, self.state["failures"],
-                                           config["failures_to_recover"], budget)
+                                           config["failures_to_recover"], budget, pause)
         # A line when something changes, not one per probe of a lasting state.
         if status != self.state["status"] or verdict != previous:
             seen = result["error"] or "%d tokens" % result["tokens"]
             log("probe %s (%s, first token %s s): %s" % (verdict, seen, result["ttft_s"], status))
+        if pause > 0 and action == "none" and status == logic.FAILING and not self.state.get("pausing"):
+            log("the next recovery waits %d s more (pause_s %s, doubling with each recovery of the day)"
+                % (pause, config["pause_s"]))
+        self.state["pausing"] = pause > 0 and status == logic.FAILING
         self.state["status"] = status
         if action == "give_up":
-            log("OUT OF BUDGET: %d recoveries within %d s (max_restarts). No further restarts: the engine and Ray "
-                "are left as they are for the operator. Logs of each try: %s/incidents. After fixing, run the "
-                "deploy again: a run that serves gives the budget back."
-                % (len(self.state["recoveries"]), config["window_s"], self.data))
+            log("OUT OF BUDGET: %d recoveries within %d s (max_restarts %d; at most %d a day). No further restarts: "
+                "the engine and Ray are left as they are for the operator. Logs of each try: %s/incidents. After "
+                "fixing, run the deploy again: a run that serves gives the budget back."
+                % (len(self.state["recoveries"]), config["window_s"], config["max_restarts"], config["max_per_day"],
+                   self.data))
         self.save()
         if action == "recover":
             self.recover(verdict, result)
@@ -201,9 +212,14 @@ class Watchdog:
         config = self.config
         started = time.time()
         self.state["recoveries"].append(round(started, 3))
-        incident = os.path.join(self.data, "incidents",
+        self.state["recoveries_total"] = self.state.get("recoveries_total", len(self.state["recoveries"]) - 1) + 1
+        incidents = os.path.join(self.data, "incidents")
+        incident = os.path.join(incidents,
                                 datetime.datetime.fromtimestamp(started, datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
         os.makedirs(incident, exist_ok=True)
+        # The oldest incidents go: a watchdog that runs for months keeps the last incidents_keep.
+        for name in logic.incidents_to_prune(os.listdir(incidents), config["incidents_keep"]):
+            shutil.rmtree(os.path.join(incidents, name), ignore_errors=True)
         record = {"started": round(started, 3), "reason": verdict, "probe": result, "incident": incident}
         self.state["last_recovery"] = record
         self.save()
@@ -270,6 +286,7 @@ class Watchdog:
             record["result"] = "failed: %s" % exc
             self.state["status"] = logic.FAILING
             log("recovery failed: %s" % exc)
+        record["ended"] = round(time.time(), 3)  # the next recovery's pause counts from here
         with open(os.path.join(incident, "recovery.json"), "w") as handle:
             json.dump(record, handle, indent=1, sort_keys=True)
         self.save()
@@ -447,9 +464,11 @@ def main():
 
     signal.signal(signal.SIGTERM, stop)
     watchdog = Watchdog(config)
-    log("watching %s every %s s (deadline %s s, recovery after %s failed probes, at most %s recoveries in %s s); "
-        "state %s" % (config["base_url"], config["interval_s"], config["deadline_s"], config["failures_to_recover"],
-                      config["max_restarts"], config["window_s"], watchdog.state["status"]))
+    log("watching %s every %s s (deadline %s s, recovery after %s failed probes, at most %s recoveries in %s s and "
+        "%s a day, %s s apart doubling); state %s"
+        % (config["base_url"], config["interval_s"], config["deadline_s"], config["failures_to_recover"],
+           config["max_restarts"], config["window_s"], config["max_per_day"], config["pause_s"],
+           watchdog.state["status"]))
     while not stopping:
         watchdog.tick()
         wake = time.monotonic() + config["interval_s"]

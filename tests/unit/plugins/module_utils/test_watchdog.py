@@ -41,6 +41,72 @@ def test_the_budget_counts_only_recoveries_within_its_window():
     assert w.budget_left([now - 1], now, 0, 3600) == 0
 
 
+def test_the_day_bounds_the_budget_whatever_each_recovery_lasts():
+    now = 100000.0
+    # Four recoveries two hours apart: the hourly window has room, the day's bound of 4 has none.
+    starts = [now - 7200 * k for k in range(1, 5)]
+    assert w.budget_left(starts, now, 3, 3600) == 3
+    assert w.budget_left(starts, now, 3, 3600, 4) == 0
+    assert w.budget_left(starts, now, 3, 3600, 6) == 2
+    # One a day and a second ago no longer counts.
+    assert w.budget_left(starts + [now - w.DAY_S - 1], now, 3, 3600, 5) == 1
+
+
+def test_the_pause_before_a_recovery_doubles_with_each_of_the_day_from_the_last_end():
+    now = 100000.0
+    assert w.pause_left([], None, now, 300) == 0
+    assert w.pause_left([now - 400], now - 100, now, 300) == 200
+    assert w.pause_left([now - 4000, now - 400], now - 100, now, 300) == 500
+    assert w.pause_left([now - 8000, now - 4000, now - 400], now - 100, now, 300) == 1100
+    # Without its end (a recovery cut by a reboot of the head) it counts from the start.
+    assert w.pause_left([now - 400], None, now, 300) == 0
+    assert w.pause_left([now - 100], None, now, 300) == 200
+    assert w.pause_left([now - w.DAY_S - 1], now - w.DAY_S + 100, now, 300) == 0
+    assert w.pause_left([now - 10], now - 5, now, 0) == 0
+
+
+def simulated_day(max_per_day, pause_s, recovery_s=1500, interval_s=60):
+    """The watchdog's own decisions over a day on an engine that never comes back, each recovery
+    lasting recovery_s (its relaunch waits for a readiness that never comes): the recoveries it
+    starts. failures_to_recover 2 as the defaults."""
+    now, state, failures, recoveries, ended = 0.0, w.SERVING, 0, [], None
+    while now < w.DAY_S:
+        failures += 1
+        budget = w.budget_left(recoveries, now, 3, 3600, max_per_day)
+        pause = w.pause_left(recoveries, ended, now, pause_s) if max_per_day is not None else 0
+        action, state = w.next_action(state, "down", failures, 2, budget, pause)
+        if action == "recover":
+            recoveries.append(now)
+            now += recovery_s
+            ended = now
+            state = w.FAILING
+        else:
+            now += interval_s
+    return recoveries, state
+
+
+def test_a_day_of_recoveries_that_never_serve_again_is_bounded():
+    # The hourly window alone: a 25-minute recovery never spends it, the engine is hard-restarted
+    # all day (issue 47: 43-69 a day, as its own logic has it).
+    unbounded, state = simulated_day(None, 0)
+    assert len(unbounded) > 40 and state != w.OUT_OF_BUDGET
+    recoveries, state = simulated_day(6, 300)
+    assert len(recoveries) == 6 and state == w.OUT_OF_BUDGET
+    gaps = [b - a for a, b in zip(recoveries, recoveries[1:])]
+    assert gaps == sorted(gaps) and gaps[-1] - 1500 >= 300 * 2 ** 4
+
+
+def test_incidents_beyond_the_newest_are_pruned():
+    names = ["20261201T100000Z", "20261203T090000Z", "20261202T080000Z"]
+    assert w.incidents_to_prune(names, 2) == ["20261201T100000Z"]
+    assert w.incidents_to_prune(names, 5) == []
+
+
+def test_the_state_keeps_only_the_recoveries_the_budget_counts():
+    now = 200000.0
+    assert w.recent_recoveries([now - w.DAY_S - 5, now - 10], now, 3600) == [now - 10]
+
+
 @pytest.mark.parametrize("state, verdict, failures, budget, expected", [
     (w.SERVING, "ok", 0, 3, ("none", w.SERVING)),
     # One slow probe is not a hang until `failures` in a row.
@@ -59,6 +125,12 @@ def test_the_budget_counts_only_recoveries_within_its_window():
 ])
 def test_the_next_step_after_a_probe(state, verdict, failures, budget, expected):
     assert w.next_action(state, verdict, failures, 2, budget) == expected
+
+
+def test_within_a_pause_the_engine_is_reported_failing_and_left_as_it_is():
+    assert w.next_action(w.FAILING, "down", 5, 2, 2, pause=30) == ("none", w.FAILING)
+    # A spent budget still gives up at once.
+    assert w.next_action(w.FAILING, "down", 5, 2, 0, pause=30) == ("give_up", w.OUT_OF_BUDGET)
 
 
 def _parse(text):
