@@ -39,13 +39,17 @@ def node(tmp_path, fixture_path, meminfo, kernels_with_modules):
     config = {'proc_root': str(tmp_path / 'proc'), 'nvidia_smi': str(smi), 'gpu_source': 'nvidia_smi',
               'cuda_probe': 'none', 'leak_threshold_gib': 10.0, 'baseline_file': str(tmp_path / 'baseline.json'),
               'boot_root': str(root), 'boot_check': True,
-              'reboot_command': 'touch %s' % (tmp_path / 'rebooted')}
+              'reboot_command': 'touch %s' % (tmp_path / 'rebooted'),
+              'reboot_min_interval_s': 3600, 'reboot_log': str(tmp_path / 'memory' / 'leak-reboots.json')}
     (tmp_path / 'config.json').write_text(json.dumps(config))
     return tmp_path
 
 
-def leak_reboot(scratch):
+def leak_reboot(scratch, ssh_connection=None):
     env = dict(os.environ, PYTHONPATH=COLLECTIONS)
+    env.pop('SSH_CONNECTION', None)
+    if ssh_connection:
+        env['SSH_CONNECTION'] = ssh_connection
     proc = subprocess.run([sys.executable, PROGRAM, str(scratch / 'config.json')], capture_output=True, text=True,
                           timeout=120, check=False, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -85,3 +89,36 @@ def test_a_node_whose_own_reading_finds_no_leak_is_not_rebooted(tmp_path, fixtur
     found = leak_reboot(scratch)
     assert found['leaked'] is False and not found['rebooting'] and 'refused' not in found, found
     assert not rebooted(scratch, 4)
+
+
+def test_a_node_reboots_for_a_leak_at_most_once_an_hour_whoever_asks_and_logs_who_asked(tmp_path, fixture_path):
+    # A peer on the cluster link that fakes a leak (or a leak that is back at once) cannot keep the
+    # node rebooting (issue 47): the second ask within the hour is refused, and both are logged.
+    scratch = node(tmp_path, fixture_path, LEAKED_MEMINFO, [OLD, NEW])
+    first = leak_reboot(scratch, '192.168.100.10 50022 192.168.100.11 22')
+    assert first['rebooting'] and first['asked_by'] == '192.168.100.10', first
+    assert rebooted(scratch, 15)
+    (scratch / 'rebooted').unlink()
+    second = leak_reboot(scratch, '192.168.100.12 40100 192.168.100.11 22')
+    assert second['leaked'] and not second['rebooting'], second
+    assert 'reboots for one at most once per 3600 s' in second['refused'], second
+    assert 'playbooks/recover.yml' in second['refused']
+    assert not rebooted(scratch, 4)
+    log = json.loads((scratch / 'memory' / 'leak-reboots.json').read_text())['requests']
+    assert [(r['asked_by'], r['rebooting']) for r in log] == [('192.168.100.10', True), ('192.168.100.12', False)]
+    # An hour later the node may reboot for a leak again.
+    log[0]['at'] -= 3600
+    (scratch / 'memory' / 'leak-reboots.json').write_text(json.dumps({'requests': log}))
+    third = leak_reboot(scratch)
+    assert third['rebooting'] and third['asked_by'] == 'this node (no SSH session)', third
+    assert rebooted(scratch, 15)
+
+
+def test_asks_that_find_no_leak_are_logged_and_never_spend_the_bound(tmp_path, fixture_path):
+    scratch = node(tmp_path, fixture_path, HEALTHY_MEMINFO, [OLD, NEW])
+    for _ in range(3):
+        assert not leak_reboot(scratch, '10.0.0.9 1 10.0.0.1 22')['rebooting']
+    log = json.loads((scratch / 'memory' / 'leak-reboots.json').read_text())['requests']
+    assert len(log) == 3 and not any(r['rebooting'] for r in log)
+    (scratch / 'proc' / 'meminfo').write_text(LEAKED_MEMINFO)
+    assert leak_reboot(scratch)['rebooting']

@@ -7,6 +7,9 @@
 # threshold, no GPU process: only a reboot frees it, H4) and the kernel it would boot has the running
 # NVIDIA driver's modules (H1: otherwise it would come back without its GPU). It prints one JSON line
 # with what it found and did; the reboot starts two seconds later, after the answer went out.
+# Every request is logged on the node with the address that asked (the SSH session's), and the node
+# reboots for a leak at most once per `reboot_min_interval_s` whoever asks (issue 47): a peer that
+# fakes a leak cannot keep it rebooting, and a leak back that soon is not one a reboot fixes.
 """Usage: gb10_leak_reboot.py CONFIG.json (role node_metrics' configuration)"""
 
 import json
@@ -15,6 +18,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
 
 # The collection's module_utils, copied under their import path (namespace packages), and the
 # exporter beside this program: the same reading and command runner.
@@ -59,10 +63,59 @@ def decide(config):
     return found
 
 
+# Requests kept in the log: enough for weeks of a watchdog's asks.
+LOG_KEEP = 100
+
+
+def read_log(path):
+    try:
+        with open(path) as handle:
+            requests = json.load(handle).get("requests", [])
+        return requests if isinstance(requests, list) else []
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def bound(found, requests, now, min_interval_s):
+    """found with the reboot refused when this node rebooted for a leak less than min_interval_s ago."""
+    if not found["rebooting"]:
+        return found
+    last = max((float(r.get("at", 0)) for r in requests if r.get("rebooting")), default=None)
+    if last is not None and now - last < float(min_interval_s):
+        found.update(rebooting=False, last_leak_reboot=last,
+                     refused="not rebooted: this node rebooted for a leak %d s ago, and reboots for one at most once "
+                             "per %d s (reboot_min_interval_s) whoever asks: a leak back that soon is not one a "
+                             "reboot fixes, or the ask was not genuine. Find what holds the memory; "
+                             "playbooks/recover.yml from the controller reboots it through Ansible"
+                             % (now - last, float(min_interval_s)))
+    return found
+
+
+def record(path, requests, entry):
+    """Append entry to the node's log of leak reboot requests (the newest LOG_KEEP), written whole."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump({"requests": (requests + [entry])[-LOG_KEEP:]}, handle, indent=1, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
 def main():
     with open(sys.argv[1]) as handle:
         config = json.load(handle)
-    found = decide(config)
+    now = time.time()
+    # The cluster SSH gate runs this in the asking peer's session: its address is who asked.
+    asked_by = (os.environ.get("SSH_CONNECTION") or "").split(" ")[0] or "this node (no SSH session)"
+    log_path = config["reboot_log"]
+    requests = read_log(log_path)
+    found = bound(decide(config), requests, now, config["reboot_min_interval_s"])
+    found["asked_by"] = asked_by
+    # Logged before the reboot starts, so the bound holds across it.
+    record(log_path, requests, {"at": round(now, 3), "asked_by": asked_by, "leaked": found["leaked"],
+                                "unaccounted_gib": found.get("unaccounted_gib"), "rebooting": found["rebooting"],
+                                "refused": found.get("refused")})
     print(json.dumps(found, sort_keys=True), flush=True)
     if found["rebooting"]:
         # Its own session, so the end of the SSH session that asked does not take it down.
