@@ -13,8 +13,9 @@ short_description: After a failed GB10 run, say per host what stopped it and wha
 version_added: "0.1.0"
 description:
   - When a run ends with failed or unreachable hosts, prints one block per such host with the play
-    and task where it stopped, the message, and the next step (restore SSH and re-run, or fix what
-    the message names and re-run), followed by what a failed run keeps.
+    and task where it stopped, the message, and the next step (restore SSH and re-run, record the
+    nodes' host keys with C(known_hosts.yml) where ssh refused an unknown or changed one, or fix
+    what the message names and re-run), followed by what a failed run keeps.
   - The commands it prints run when pasted from where the run was started. They repeat the user's
     own playbook, inventory, extra vars and options (C(--limit), C(--check), vault, connection);
     secrets given as extra vars (C(gb10_api_key), C(gb10_hf_token), anything named like a
@@ -32,9 +33,12 @@ requirements:
 from ansible import context
 from ansible.plugins.callback import CallbackBase
 from ansible_collections.gb10.serving.plugins.plugin_utils.cli_command import (
-    adhoc_ping, left_out_note, playbook_command)
+    adhoc_ping, left_out_note, playbook_command, sibling_playbook)
 
 # What every failed run of this collection keeps, so an operator knows a re-run is safe.
+# What ssh says when the controller has not recorded a node's host key, or holds another (rule A2).
+HOST_KEY_UNKNOWN = ('Host key verification failed', 'REMOTE HOST IDENTIFICATION HAS CHANGED')
+
 KEPT = ('A failed run keeps the files under the model path (an interrupted copy resumes, M3) and '
         'stops a serving engine only to replace it with a changed launch (O2). Container logs of a '
         'failed start are on the controller where the failure message says (H9).')
@@ -85,7 +89,14 @@ class CallbackModule(CallbackBase):
         self._display.display('NEXT STEP (gb10.serving): the run stopped on %s' % ', '.join(stopped))
         for host in stopped:
             kind, play, task, message = self._last[host]
-            if kind == 'unreachable':
+            if kind == 'unreachable' and any(text in message for text in HOST_KEY_UNKNOWN):
+                # ansible.cfg checks host keys (A2): record them once, with their fingerprints.
+                record, unused = playbook_command(
+                    args, playbooks=[sibling_playbook((args.get('args') or [''])[0], 'known_hosts')])
+                step = ('the SSH host key of %s is not the one this controller recorded, or none is recorded: run '
+                        '`%s`, compare the fingerprints it prints with the node\'s own, then run `%s` again%s'
+                        % (host, record, rerun, note))
+            elif kind == 'unreachable':
                 step = ('bring %s back (power, cable, sshd), check it with `%s`, then run `%s` again%s: '
                         'finished steps are skipped' % (host, adhoc_ping(args, host), rerun, note))
             else:

@@ -7,6 +7,9 @@
   route of the engine's own table, asked through the gateway, is refused without a key and with a
   wrong one (but /health), and only the allowlisted ones answer with it (issue 47); a client key
   added and revoked by the gateway step alone, the engine untouched;
+- host keys (rule A2, issue 47): with the simulated inventory's opt-out turned back, a run is
+  refused at an unrecorded key, its next step records the keys (fingerprints as each node reads
+  its own), a forged key for the worker is refused with the removal command, pasted;
 - a pair link running at one twin's rate (N5, issue 26): refused by the floor from the link's rating,
   with both figures;
 - a wrong wire (N5, `full`): an inventory whose cluster address and interface sit on a 1 Gb/s NIC
@@ -50,6 +53,7 @@ import time
 import docker
 import openai
 import pytest
+import yaml
 
 from .conftest import sim
 from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_TASK, LAUNCH, LOGS_TASK, PLAYBOOK,
@@ -457,6 +461,76 @@ def test_the_printed_next_step_runs_when_pasted(sim_cluster, serving, tmp_path):
     # The run that stopped before the launch left the serving engine alone.
     assert engine_process(head)[:2] == engine_before[:2]
     assert healthy(head)
+
+
+def recap(stdout, host):
+    """{'ok': n, 'changed': n, 'unreachable': n, 'failed': n, ...} of host's line in the PLAY RECAP."""
+    line = [ln for ln in stdout.splitlines() if re.match(r"^%s\s+:" % re.escape(host), ln)]
+    assert line, stdout[-4000:]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line[-1])}
+
+
+def test_an_unrecorded_host_key_is_refused_and_the_printed_step_records_it_with_its_fingerprints(
+        sim_cluster, serving, tmp_path):
+    # Rule A2 (issue 47): ansible.cfg checks host keys. The simulated inventory's opt-out is turned
+    # back here, against a known_hosts of this test's own and without SSH's shared connections
+    # (one already open would skip the check), as a real inventory runs.
+    head, worker = sim_cluster.hosts
+    env = user_env(tmp_path)
+    known = tmp_path / "known_hosts"
+    checked = tmp_path / "checked.yml"
+    checked.write_text(yaml.safe_dump({"ansible_host_key_checking": True, "ansible_ssh_args": "-o ControlMaster=no",
+                                       "ansible_ssh_common_args": "-o UserKnownHostsFile=%s" % known,
+                                       "gb10_known_hosts_file": str(known)}))
+    inventory = os.path.relpath(sim_cluster.inventory, TOP)
+    command = "ansible-playbook playbooks/serving_state.yml -i %s -e gb10_profile=%s -e @%s" % (inventory, PROFILE, checked)
+
+    # The step's first task on a node is on the head: it stops there, unreachable.
+    refused = paste(command, env, timeout=300)
+    assert refused.returncode != 0
+    assert recap(refused.stdout, head)["unreachable"] == 1, refused.stdout[-4000:]
+    assert "Host key verification failed" in refused.stdout
+    line, (record, rerun) = next_steps(refused.stdout, head)
+    assert "the SSH host key of %s is not the one this controller recorded" % head in line, line
+    assert shlex.split(record)[:2] == ["ansible-playbook", "playbooks/known_hosts.yml"], record
+    assert "@%s" % checked in record, record
+
+    # Pasted: each node's keys recorded, with the fingerprints the node itself reads from its key.
+    recorded = paste(record, env, timeout=300)
+    assert recorded.returncode == 0, recorded.stdout[-4000:]
+    shown = " ".join(recorded.stdout.split())  # the result callback folds long messages
+    for host in (head, worker):
+        own = on_host(host, "ssh-keygen", "-lf", "/etc/ssh/ssh_host_ed25519_key.pub").split()[1]
+        assert "%s (%s) offers " % (host, sim_cluster.ips[host]) in shown, recorded.stdout[-4000:]
+        assert "%s %s (ED25519)" % (own, sim_cluster.ips[host]) in shown, recorded.stdout[-4000:]
+    again = paste(record, env, timeout=300)
+    assert again.returncode == 0 and all(recap(again.stdout, h)["changed"] == 0 for h in (head, worker)), again.stdout
+
+    # Another key recorded for the worker (a reinstalled node, or a machine in its place): refused,
+    # never overwritten, with the command that removes the old key; pasted, the keys are recorded.
+    forged = tmp_path / "forged"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(forged)], check=True, timeout=30)
+    address = sim_cluster.ips[worker]
+    lines = known.read_text().splitlines()
+    worker_lines = [ln for ln in lines if ln.split()[0] == address]
+    assert worker_lines, (address, lines)
+    kept = [ln for ln in lines if ln not in worker_lines]
+    known.write_text("\n".join(kept + ["%s %s" % (address, " ".join(forged.with_suffix(".pub").read_text().split()[:2]))])
+                     + "\n")
+    spoofed = paste(record, env, timeout=300)
+    assert spoofed.returncode != 0
+    assert recap(spoofed.stdout, worker)["failed"] == 1 and recap(spoofed.stdout, head)["failed"] == 0
+    line = [ln for ln in spoofed.stdout.splitlines() if ln.startswith("- %s failed" % worker)]
+    assert line and "holds a host key for %s that the node does not offer now" % address in line[0], spoofed.stdout
+    remove = re.search(r"ssh-keygen -R \S+ -f \S+", line[0]).group(0)
+    assert paste(remove, env, timeout=60).returncode == 0
+    assert paste(record, env, timeout=300).returncode == 0
+
+    # Now the run checks the keys and reaches every node.
+    served = paste(rerun, env, timeout=600)
+    assert "Host key verification failed" not in served.stdout, served.stdout[-4000:]
+    for host in (head, worker):
+        assert recap(served.stdout, host)["unreachable"] == 0, served.stdout[-4000:]
 
 
 # `full` (issue 28's budget): role model_sync alone, against the client machine playing the Hub.

@@ -94,3 +94,28 @@ def test_drift_plays_and_clean_runs_stay_quiet(tmp_path):
                            '-e', 'ansible_python_interpreter=' + sys.executable, 'ok.yml'],
                           env=env, cwd=str(tmp_path), capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0 and 'NEXT STEP' not in proc.stdout
+
+
+def test_a_host_key_ssh_refused_gets_the_playbook_that_records_the_keys(tmp_path):
+    # Rule A2: ssh, as the connection plugin runs it, refuses an unknown host key (exit 255 and
+    # its own words, played here by a stand-in for the ssh program). The next step names
+    # known_hosts.yml beside the user's playbook with the user's inventory and extra vars.
+    fake_ssh = tmp_path / 'ssh'
+    fake_ssh.write_text('#!/bin/sh\necho "Host key verification failed." >&2\nexit 255\n')
+    fake_ssh.chmod(0o755)
+    (tmp_path / 'hosts.ini').write_text('spark1 ansible_connection=ssh ansible_host=192.0.2.10 '
+                                        'ansible_ssh_executable=%s\n' % fake_ssh)
+    (tmp_path / 'playbooks').mkdir()
+    (tmp_path / 'playbooks' / 'deploy.yml').write_text(PLAYBOOK.format(drift='false'))
+    env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED='gb10.serving.next_step',
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(TOP, '.collections'))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', 'hosts.ini',
+                           '-e', 'gb10_profile=minimax-m27-nvfp4', 'playbooks/deploy.yml'],
+                          env=env, cwd=str(tmp_path), capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode != 0
+    inventory = str(tmp_path / 'hosts.ini')
+    assert ('next: the SSH host key of spark1 is not the one this controller recorded, or none is recorded: run '
+            '`ansible-playbook playbooks/known_hosts.yml -i %s -e gb10_profile=minimax-m27-nvfp4`' % inventory
+            ) in proc.stdout, proc.stdout
+    assert 'then run `ansible-playbook playbooks/deploy.yml -i %s -e gb10_profile=minimax-m27-nvfp4` again' % (
+        inventory) in proc.stdout
