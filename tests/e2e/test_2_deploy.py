@@ -124,6 +124,25 @@ def test_the_deploy_copied_the_serving_image_over_the_link(sim_cluster, deployed
     assert "%d layer(s) it held left out" % len(earlier) in line, line
 
 
+def test_every_container_runs_by_image_id_and_no_peer_loads_an_image_after_the_copy(sim_cluster, deployed):
+    # Issue 47: a peer that could load an image could re-point the serving tag on every node. The
+    # collection's containers run by the image ID the tag named when they were made, and the
+    # worker's gate, which took the copy above, takes no docker load once the copy ended.
+    head, worker = sim_cluster.hosts
+    image_id = on_host(head, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster.image_name).strip()
+    for host in sim_cluster.hosts:
+        names = on_host(host, "docker", "ps", "--filter", "label=gb10.serving/role", "--format", "{{.Names}}").split()
+        assert len(names) >= 2, (host, names)  # its Ray container and its metrics exporter
+        for name in names:
+            image = on_host(host, "docker", "inspect", "--format",
+                            "{{.Config.Image}} {{index .Config.Labels \"gb10.serving/image\"}}", name).split()
+            assert image == [image_id, sim_cluster.image_name], (host, name, image)
+    load = subprocess.run(["docker", "exec", head, "/usr/local/sbin/gb10-cluster-ssh", sim_cluster.cluster_ips[worker],
+                           "docker", "load"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert load.returncode == 126 and "window" in load.stderr, load
+
+
 def test_nothing_but_ssh_and_the_api_crosses_the_management_network(sim_cluster, deployed):
     # Ray, Gloo and the copies use the cluster link: between the nodes' management addresses no
     # connection is open, and the worker's Ray reaches the head's GCS on its cluster address.
@@ -152,6 +171,39 @@ def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
     # Every node registered with its cluster link address (ray_cluster_node_ip), not its management one.
     assert sorted(n["ip"] for n in nodes) == sorted(sim_cluster.cluster_ips.values())
     assert [n["gpus"] for n in nodes] == [1.0] * len(sim_cluster.hosts)
+
+
+TOKEN_FILE = "/etc/gb10/ray-auth-token"  # ray_cluster_auth_token_file's default
+
+
+def test_ray_refuses_a_client_without_the_clusters_token(sim_cluster, deployed):
+    # A3 (issue 47): a cluster-link peer, or the model's code in a container, reaches the head's
+    # GCS port; without the cluster's token Ray refuses it. Asked from the worker's Ray container
+    # (on the link, with Ray installed) without a token (a wrong one meets the same check: Ray's
+    # "missing or incorrect"); with the container's own setting (the token's file) it is a driver.
+    head, worker = sim_cluster.hosts
+    tokens = {host: on_host(host, "cat", TOKEN_FILE) for host in sim_cluster.hosts}
+    assert len(set(tokens.values())) == 1 and len(tokens[head]) >= 32, "one token for the cluster"
+    for host in sim_cluster.hosts:
+        assert on_host(host, "stat", "-c", "%a %U", TOKEN_FILE).split() == ["600", "root"]
+        # Only the file's path is in the containers' environment, never the token.
+        config = on_host(host, "docker", "inspect", "--format", "{{json .Config.Env}}",
+                         HEAD if host == head else WORKER)
+        assert tokens[head] not in config and "RAY_AUTH_TOKEN_PATH=%s" % TOKEN_FILE in config, config
+    driver = ("import ray; ray.init(address='%s:6379', logging_level='ERROR'); "
+              "print('nodes', len([n for n in ray.nodes() if n['Alive']]))" % sim_cluster.cluster_ips[head])
+
+    def ask(*env):
+        argv = ["docker", "exec"] + [a for e in env for a in ("-e", e)] + [WORKER, "timeout", "90", "python3", "-c",
+                                                                          driver]
+        return subprocess.run(["docker", "exec", worker] + argv, capture_output=True, text=True, timeout=150,
+                               check=False)
+
+    member = ask()
+    assert member.returncode == 0 and "nodes %d" % len(sim_cluster.hosts) in member.stdout, member
+    stranger = ask("RAY_AUTH_MODE=disabled", "RAY_AUTH_TOKEN_PATH=")
+    assert stranger.returncode != 0 and "nodes" not in stranger.stdout, stranger
+    assert "Unauthenticated" in stranger.stderr and "InvalidAuthToken" in stranger.stderr, stranger.stderr[-2000:]
 
 
 def test_engine_runs_inside_the_ray_head_container(sim_cluster, deployed):
