@@ -8,7 +8,9 @@ endpoint. The re-run that must change nothing is the installed collection's
 (test_2a_installed_collection.py); drift on this cluster is test_2b_drift.py.
 """
 
+import hashlib
 import json
+import os
 import subprocess
 
 import openai
@@ -221,8 +223,12 @@ def test_engine_runs_inside_the_ray_head_container(sim_cluster, deployed):
 def test_the_compile_caches_live_on_the_node_across_container_recreation(sim_cluster, deployed):
     # V7: vLLM's, FlashInfer's, Triton's and torch inductor's caches are the node's folders, so a
     # recreated Ray container starts warm; the engine wrote vLLM's there, and the kernels torch
-    # built for the smoke test's first request went to inductor's (not the container's /tmp).
-    cache = "/var/lib/gb10-serving/compile-cache"  # ray_cluster_cache_dir
+    # built for the smoke test's first request went to inductor's (not the container's /tmp). The
+    # folders are this image's and this model's (issue 47): another model's code writes elsewhere.
+    image_id = on_host(sim_cluster.head, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster.image_name)
+    cache = "/var/lib/gb10-serving/compile-cache/%s/%s-%s" % (  # ray_cluster_cache_dir, then image and model
+        image_id.strip().replace("sha256:", "")[:12], os.path.basename(sim_cluster.model_path),
+        hashlib.sha1(sim_cluster.model_path.encode()).hexdigest()[:8])
     for host in sim_cluster.hosts:
         name = HEAD if host == sim_cluster.head else WORKER
         mounts = json.loads(on_host(host, "docker", "inspect", "--format", "{{json .Mounts}}", name))
