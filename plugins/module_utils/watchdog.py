@@ -22,7 +22,9 @@ WRONG_ANSWER = "wrong_answer"
 LEAKED = "leaked"
 STATES = (SERVING, FAILING, RECOVERING, OUT_OF_BUDGET, WRONG_ANSWER, LEAKED)
 # States only an operator's run ends (the watchdog entry point, when it finds the engine serving).
-FINAL = (OUT_OF_BUDGET, LEAKED)
+# A relaunch whose known answer was wrong stays reported wrong (issue 47 §4): the next probe asks
+# for tokens only, and must not flip it back to serving.
+FINAL = (OUT_OF_BUDGET, LEAKED, WRONG_ANSWER)
 
 
 def probe_verdict(probe, expect=None):

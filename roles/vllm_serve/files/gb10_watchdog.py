@@ -129,6 +129,10 @@ def probe(config, question):
     return result
 
 
+class WrongAnswer(Exception):
+    """The relaunched engine answered the known question wrongly: the operator's."""
+
+
 class Leaked(Exception):
     """Leaked nodes the watchdog did not free: the operator's, through recover.yml."""
 
@@ -271,6 +275,9 @@ class Watchdog:
             checked = logic.probe_verdict(answer, question.get("expect"))
             if checked in ("ok", "wrong"):
                 self.state["answer_correct"] = checked == "ok"
+            if checked == "wrong":
+                raise WrongAnswer("the relaunched engine answered %r where the profile expects %r"
+                                  % (answer["content"][:200], question.get("expect")))
             if checked != "ok":
                 raise RuntimeError("the relaunched engine answered %r (%s) where the profile expects %r"
                                    % (answer["content"][:200], answer["error"] or "no error", question.get("expect")))
@@ -282,6 +289,12 @@ class Watchdog:
             record["result"] = "leaked, not relaunched: %s" % exc
             self.state["status"] = logic.LEAKED
             log("LEAKED, not relaunched: %s" % exc)
+        except WrongAnswer as exc:
+            # Final: it answers, but wrongly (a broken split answers fluently); a restart of the
+            # same launch answers the same, and the next probe (tokens only) must not call it serving.
+            record["result"] = "wrong answer: %s" % exc
+            self.state["status"] = logic.WRONG_ANSWER
+            log("WRONG ANSWER after the relaunch, left for the operator: %s" % exc)
         except Exception as exc:  # noqa: BLE001 - any failure ends this try; the budget bounds the next
             record["result"] = "failed: %s" % exc
             self.state["status"] = logic.FAILING

@@ -119,6 +119,9 @@ def test_the_state_keeps_only_the_recoveries_the_budget_counts():
     (w.OUT_OF_BUDGET, "ok", 0, 3, ("none", w.OUT_OF_BUDGET)),
     # A wrong answer is not restarted: the same launch answers the same.
     (w.SERVING, "wrong", 5, 3, ("none", w.WRONG_ANSWER)),
+    # And stays reported wrong: the probe that follows asks for tokens only (issue 47).
+    (w.WRONG_ANSWER, "ok", 0, 3, ("none", w.WRONG_ANSWER)),
+    (w.WRONG_ANSWER, "down", 4, 3, ("none", w.WRONG_ANSWER)),
     # A leaked node handed over to recover.yml: no relaunch until an operator's run serves again.
     (w.LEAKED, "down", 9, 3, ("none", w.LEAKED)),
     (w.LEAKED, "ok", 0, 3, ("none", w.LEAKED)),
