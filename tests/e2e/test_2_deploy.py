@@ -196,10 +196,9 @@ def test_ray_refuses_a_client_without_the_clusters_token(sim_cluster, deployed):
               "print('nodes', len([n for n in ray.nodes() if n['Alive']]))" % sim_cluster.cluster_ips[head])
 
     def ask(*env):
-        argv = ["docker", "exec"] + [a for e in env for a in ("-e", e)] + [WORKER, "timeout", "90", "python3", "-c",
-                                                                          driver]
-        return subprocess.run(["docker", "exec", worker] + argv, capture_output=True, text=True, timeout=150,
-                               check=False)
+        settings = [a for e in env for a in ("-e", e)]
+        argv = ["docker", "exec", worker, "docker", "exec"] + settings + [WORKER, "timeout", "90", "python3", "-c", driver]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=150, check=False)
 
     member = ask()
     assert member.returncode == 0 and "nodes %d" % len(sim_cluster.hosts) in member.stdout, member

@@ -116,7 +116,7 @@ def test_a_node_reboots_for_a_leak_at_most_once_an_hour_whoever_asks_and_logs_wh
 
 def test_asks_that_find_no_leak_are_logged_and_never_spend_the_bound(tmp_path, fixture_path):
     scratch = node(tmp_path, fixture_path, HEALTHY_MEMINFO, [OLD, NEW])
-    for _ in range(3):
+    for unused in range(3):
         assert not leak_reboot(scratch, '10.0.0.9 1 10.0.0.1 22')['rebooting']
     log = json.loads((scratch / 'memory' / 'leak-reboots.json').read_text())['requests']
     assert len(log) == 3 and not any(r['rebooting'] for r in log)
