@@ -175,7 +175,7 @@ def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
     assert [n["gpus"] for n in nodes] == [1.0] * len(sim_cluster.hosts)
 
 
-TOKEN_FILE = "/etc/gb10/ray-auth-token"  # ray_cluster_auth_token_file's default
+TOKEN_FILE = "/etc/gb10/ray-auth/token"  # ray_cluster_auth_token_file's default
 
 
 def test_ray_refuses_a_client_without_the_clusters_token(sim_cluster, deployed):
