@@ -35,10 +35,10 @@ from ansible.plugins.callback import CallbackBase
 from ansible_collections.gb10.serving.plugins.plugin_utils.cli_command import (
     adhoc_ping, left_out_note, playbook_command, sibling_playbook)
 
-# What every failed run of this collection keeps, so an operator knows a re-run is safe.
 # What ssh says when the controller has not recorded a node's host key, or holds another (rule A2).
 HOST_KEY_UNKNOWN = ('Host key verification failed', 'REMOTE HOST IDENTIFICATION HAS CHANGED')
 
+# What every failed run of this collection keeps, so an operator knows a re-run is safe.
 KEPT = ('A failed run keeps the files under the model path (an interrupted copy resumes, M3) and '
         'stops a serving engine only to replace it with a changed launch (O2). Container logs of a '
         'failed start are on the controller where the failure message says (H9).')
