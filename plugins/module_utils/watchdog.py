@@ -52,13 +52,18 @@ def probe_verdict(probe, expect=None):
 DAY_S = 86400
 
 
+def _started_within(recoveries, now, span_s):
+    """The recoveries (start times) that started less than span_s before now."""
+    return [float(t) for t in recoveries if now - float(t) < float(span_s)]
+
+
 def budget_left(recoveries, now, max_restarts, window_s, max_per_day=None):
     """Recoveries the budget still allows: max_restarts minus those started within window_s, and
     at most max_per_day (None: no daily bound) minus those started within a day, whatever each
     recovery lasted."""
-    left = int(max_restarts) - len([t for t in recoveries if now - float(t) < float(window_s)])
+    left = int(max_restarts) - len(_started_within(recoveries, now, window_s))
     if max_per_day is not None:
-        left = min(left, int(max_per_day) - len([t for t in recoveries if now - float(t) < DAY_S]))
+        left = min(left, int(max_per_day) - len(_started_within(recoveries, now, DAY_S)))
     return max(0, left)
 
 
@@ -66,7 +71,7 @@ def pause_left(recoveries, last_ended, now, pause_s):
     """Seconds before the next recovery may start: pause_s after the first of the day, doubling
     with each further one within a day, counted from the end of the last (its start where its end
     is unknown). 0 when pause_s is 0 or no recovery started within a day."""
-    recent = sorted(float(t) for t in recoveries if now - float(t) < DAY_S)
+    recent = sorted(_started_within(recoveries, now, DAY_S))
     if not recent or float(pause_s) <= 0:
         return 0.0
     wait = min(float(pause_s) * 2 ** (len(recent) - 1), DAY_S)
@@ -77,8 +82,7 @@ def pause_left(recoveries, last_ended, now, pause_s):
 def recent_recoveries(recoveries, now, window_s):
     """The recoveries the budget still counts (within window_s or a day, the longer): the state
     file keeps these, not every recovery ever."""
-    keep = max(float(window_s), DAY_S)
-    return [t for t in recoveries if now - float(t) < keep]
+    return _started_within(recoveries, now, max(float(window_s), DAY_S))
 
 
 def incidents_to_prune(names, keep):
