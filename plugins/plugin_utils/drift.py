@@ -16,11 +16,12 @@ from ansible_collections.gb10.serving.plugins.plugin_utils.cli_command import (
     left_out_note, playbook_command, sibling_playbook)
 
 # Drift checks name their rule at the end of the task name: "Driver packages are held (H1)".
-RULE_IN_NAME = re.compile(r'\(([HNRVSMO][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
+RULE_IN_NAME = re.compile(r'\(([HNRVSMOA][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
 
 # How each rule's drift is fixed:
 # - H4 (leaked memory): playbooks/recover.yml on the whole group (it reboots only leaked nodes).
-# - H1, H10 and N1-N6 are host prep only (driver pin and holds, earlyoom, the NCCL/Gloo env file): the host-prep
+# - H1, H10, N1-N6 and A4 are host prep only (driver pin and holds, earlyoom, the NCCL/Gloo env file, the
+#   node's packet filter): the host-prep
 #   playbook on the drifted node alone (--limit); it restarts no container and no engine (the
 #   Ray containers were started with the env the file goes back to).
 # - Everything else (H2 reboots the node, M3, R1-R5, a check without a rule) needs the cluster:
@@ -28,7 +29,7 @@ RULE_IN_NAME = re.compile(r'\(([HNRVSMO][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
 #   converges the drifted node and keeps a healthy engine whose launch is unchanged (O2). With
 #   -e gb10_converge=full: every step runs even where the node still matches its converged stamp.
 RECOVER_RULES = ('H4',)
-HOST_PREP_RULES = ('H1', 'H10', 'N1', 'N2', 'N3', 'N4', 'N6')
+HOST_PREP_RULES = ('H1', 'H10', 'N1', 'N2', 'N3', 'N4', 'N6', 'A4')
 
 # A role's drift entry point (roles/<role>/tasks/drift.yml and the files it includes, drift_*.yml):
 # the task's path as Ansible gives it, "<file>:<line>".

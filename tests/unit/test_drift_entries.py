@@ -20,7 +20,7 @@ CONTEXT = 'tasks/context.yml'
 # launch id includes (R1's probe compares it).
 PROVIDERS = {'gb10.serving.api_key'}
 # Ends with a rule ID in parentheses, as the drift_report callback reads it (plugin_utils/drift.py).
-RULE_IN_NAME = re.compile(r'\(([HNRVSMO][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
+RULE_IN_NAME = re.compile(r'\(([HNRVSMOA][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
 
 
 def load(path):
