@@ -3,7 +3,7 @@
 """Safety on the simulated 2-Spark cluster (issue 6), checked as an operator would:
 
 - exposure: from a machine on the same network that is not a cluster member, only SSH and the
-  API gateway answer on the head; the Ray dashboard does not answer even a cluster member; every
+  API gateway answer, on every node, over IPv4 and IPv6 (A4); the Ray dashboard does not answer even a cluster member; every
   route of the engine's own table, asked through the gateway, is refused without a key and with a
   wrong one (but /health), and only the allowlisted ones answer with it (issue 47); a client key
   added and revoked by the gateway step alone, the engine untouched;
@@ -106,18 +106,16 @@ def client(sim_manager, sim_cluster):
 
 
 def probe_ports(client, ip, ports):
-    """{port: True if a TCP connection from the client machine succeeds} (3 s each, in parallel)."""
+    """{port: True if a TCP connection from the client machine succeeds} (IPv4 or IPv6 by the
+    address; 3 s each, in parallel)."""
     script = (
         "import json, socket, sys, threading\n"
         "res = {}\n"
         "def try_(p):\n"
-        "    s = socket.socket(); s.settimeout(3)\n"
         "    try:\n"
-        "        s.connect((sys.argv[1], p)); res[p] = True\n"
+        "        socket.create_connection((sys.argv[1], p), timeout=3).close(); res[p] = True\n"
         "    except OSError:\n"
         "        res[p] = False\n"
-        "    finally:\n"
-        "        s.close()\n"
         "ts = [threading.Thread(target=try_, args=(int(p),)) for p in sys.argv[2:]]\n"
         "[t.start() for t in ts]; [t.join() for t in ts]\n"
         "print(json.dumps(res))\n")
@@ -127,30 +125,54 @@ def probe_ports(client, ip, ports):
 
 
 def listening_ports(host):
-    """TCP ports the host listens on (any address but loopback), from its /proc/net/tcp{,6}."""
+    """{'ipv4': ports, 'ipv6': ports}: the TCP ports the host listens on over each family, any address
+    but loopback, from its /proc/net/tcp and tcp6 (a socket on :: takes IPv4 too, unless it is
+    IPv6-only: probing it over both families is what tells)."""
     out = on_host(host, "python3", "-c",
-                  "import sys\n"
-                  "ports = set()\n"
-                  "for f in ('/proc/net/tcp', '/proc/net/tcp6'):\n"
+                  "import json\n"
+                  "ports = {'ipv4': set(), 'ipv6': set()}\n"
+                  "for f, family in (('/proc/net/tcp', 'ipv4'), ('/proc/net/tcp6', 'ipv6')):\n"
                   "    for line in open(f).read().splitlines()[1:]:\n"
                   "        local, state = line.split()[1], line.split()[3]\n"
                   "        addr, port = local.split(':')\n"
                   "        if state == '0A' and addr not in ('0100007F', '00000000000000000000000001000000'):\n"
-                  "            ports.add(int(port, 16))\n"
-                  "print(' '.join(map(str, sorted(ports))))\n")
-    return {int(p) for p in out.split()}
+                  "            ports[family].add(int(port, 16))\n"
+                  "print(json.dumps({k: sorted(v) for k, v in ports.items()}))\n")
+    return {family: set(ports) for family, ports in json.loads(out.strip().splitlines()[-1]).items()}
 
 
 # ---- exposure -------------------------------------------------------------------------------
 
-def test_only_ssh_and_the_gateway_answer_a_machine_outside_the_cluster(sim_cluster, serving, client):
-    head_ip = sim_cluster.ips[sim_cluster.head]
-    listening = listening_ports(sim_cluster.head)
-    # Ray's GCS and the gateway are up: there is something to protect. The engine listens on the
-    # head's loopback only (A1), so it is not among the ports that face any network.
-    assert {6379, API_PORT} <= listening and PORT not in listening, listening
-    reachable = {p for p, ok in probe_ports(client, head_ip, listening | {8265, PORT}).items() if ok}
-    assert reachable == {22, API_PORT}, (sorted(listening), sorted(reachable))
+def test_only_ssh_and_the_gateway_answer_a_machine_outside_the_cluster_over_ipv4_and_ipv6(sim_cluster, serving,
+                                                                                       client):
+    # Rule A4: every node, both address families, every port anything on the node listens on,
+    # plus a service of the operator's own that nobody opened (default-deny: a filter that closes a
+    # list of ports leaves it open). The metrics port answers the controller, not this client.
+    own_service = 20000
+    ip6 = {h["name"]: h["ip6"] for h in sim_cluster.state["hosts"]}
+    for host in sim_cluster.hosts:
+        on_host(host, "sh", "-c", "setsid python3 -m http.server --bind :: %d >/dev/null 2>&1 </dev/null &" % own_service)
+    try:
+        reachable, listening = {}, {}
+        for host in sim_cluster.hosts:
+            listening[host] = listening_ports(host)
+            everything = listening[host]["ipv4"] | listening[host]["ipv6"] | {8265, PORT}
+            for family, address in (("ipv4", sim_cluster.ips[host]), ("ipv6", ip6[host])):
+                reachable[host, family] = {p for p, ok in probe_ports(client, address, everything).items() if ok}
+    finally:
+        for host in sim_cluster.hosts:
+            subprocess.run(["docker", "exec", host, "pkill", "-f", "http.server --bind :: %d" % own_service],
+                           check=False, timeout=30)
+    head = listening[sim_cluster.head]
+    # Ray's GCS, the exporter and the gateway are up: there is something to protect. The engine
+    # listens on the head's loopback only (A1), so it is not among the ports that face any network.
+    assert {6379, API_PORT, own_service} <= head["ipv4"] | head["ipv6"] and PORT not in head["ipv4"], head
+    assert {22, own_service} <= listening[sim_cluster.hosts[1]]["ipv6"], listening
+    for (host, family), ports in reachable.items():
+        gateway = {API_PORT} if host == sim_cluster.head else set()
+        # SSH on both families; the gateway on the head, wherever it listens (IPv4 at least).
+        assert 22 in ports and ports <= {22} | gateway, (host, family, sorted(ports), listening[host])
+    assert API_PORT in reachable[sim_cluster.head, "ipv4"], reachable
 
 
 def test_the_ray_dashboard_does_not_answer_even_a_cluster_member(sim_cluster, serving):

@@ -59,6 +59,10 @@ NETWORK = "gb10-sim-net"
 # Fixed subnets so that inventory/sim.ini and sim3.ini can name the addresses.
 SUBNET = "172.30.210.0/24"
 GATEWAY = "172.30.210.1"
+# The management network carries IPv6 too, as a Spark's LAN does (SLAAC on DGX OS): a filter that
+# closes a port over IPv4 alone leaves it open over IPv6 (rule A4; e2e test_4 scans both). Each
+# machine's IPv6 address ends in its IPv4 address's last number (ipv6_of).
+SUBNET6 = "fd42:30:210::/64"
 LINK_NETWORK = "gb10-sim-link"
 LINK_SUBNET = "172.30.211.0/24"
 # The simulated CX7 port: the name a Spark's first ConnectX-7 net device has (inventory/
@@ -98,6 +102,11 @@ DEFAULT_MODEL_PATH = "/models/gb10-sim-tiny-llama"
 
 SSH_WAIT_S = 60
 DOCKERD_WAIT_S = 120
+
+
+def ipv6_of(ip):
+    """The IPv6 address of the machine with management address ip: 172.30.210.11 -> fd42:30:210::11."""
+    return "%s%s" % (SUBNET6.split("/")[0], ip.rsplit(".", 1)[1])
 
 
 class SimError(Exception):
@@ -156,11 +165,22 @@ class Cluster:
     def _containers(self):
         return self.docker.containers.list(all=True, filters={"label": "%s=%s" % (LABEL, LABEL_VALUE)})
 
-    def _network(self, name, subnet, gateway=None, **options):
+    def _network(self, name, subnet, gateway=None, subnet6=None, **options):
         try:
             net = self.docker.networks.get(name)
+            if subnet6 and not net.attrs.get("EnableIPv6") and net.attrs.get("Labels", {}).get(LABEL) == LABEL_VALUE:
+                # Made before the network carried IPv6: its hosts are made again on the new one.
+                log("recreating %s with IPv6 (%s)" % (name, subnet6))
+                for c in self._containers():
+                    c.remove(force=True, v=False)
+                net.remove()
+                raise docker.errors.NotFound(name)
         except docker.errors.NotFound:
-            ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=subnet, gateway=gateway)])
+            pools = [docker.types.IPAMPool(subnet=subnet, gateway=gateway)]
+            if subnet6:
+                pools.append(docker.types.IPAMPool(subnet=subnet6))
+                options["enable_ipv6"] = True
+            ipam = docker.types.IPAMConfig(pool_configs=pools)
             try:
                 return self.docker.networks.create(name, driver="bridge", ipam=ipam, labels=labels(), **options)
             except docker.errors.APIError as e:
@@ -172,7 +192,7 @@ class Cluster:
         return net
 
     def _networks(self):
-        self._network(NETWORK, SUBNET, GATEWAY)
+        self._network(NETWORK, SUBNET, GATEWAY, subnet6=SUBNET6)
         for name, subnet in ((LINK_NETWORK, LINK_SUBNET), (TWIN_NETWORK, TWIN_SUBNET)):
             net = self._network(name, subnet, internal=True, options={"com.docker.network.driver.mtu": LINK_MTU})
             # The controller's view (issue 26): an operator's machine reaches the Sparks over the
@@ -199,7 +219,7 @@ class Cluster:
             self.docker.volumes.get(volume)
         except docker.errors.NotFound:
             self.docker.volumes.create(volume, labels=labels(**{"gb10.sim.host": name}))
-        endpoint = self.docker.api.create_endpoint_config(ipv4_address=ip)
+        endpoint = self.docker.api.create_endpoint_config(ipv4_address=ip, ipv6_address=ipv6_of(ip))
         host_config = self.docker.api.create_host_config(
             # Docker-in-Docker without --privileged, which fails in this sandbox (CAP_SYS_RESOURCE
             # is not in its bounding set): the flag set measured in tests/sim/README.md.
@@ -369,7 +389,7 @@ class Cluster:
                 log("creating %s at %s" % (name, ip))
                 c = self._create_host(name, ip, cluster_ip, twin_ip, host_image, pubkey)
             made.append((c, ip, created))
-            hosts.append({"name": name, "ip": ip, "cluster_ip": cluster_ip, "twin_ip": twin_ip})
+            hosts.append({"name": name, "ip": ip, "ip6": ipv6_of(ip), "cluster_ip": cluster_ip, "twin_ip": twin_ip})
         # Each host's engine is filled at the same time as the others' (issue 29): on a machine that
         # never ran the simulation, the head's image and the second host's earlier build, two loads
         # of 3.5 GB, took 95 + 76 s one after the other and take about 107 s together.
@@ -383,6 +403,7 @@ class Cluster:
             "hosts": hosts,
             "network": NETWORK,
             "subnet": SUBNET,
+            "subnet6": SUBNET6,
             "link_network": LINK_NETWORK,
             "link_subnet": LINK_SUBNET,
             "link_port": LINK_PORT,
@@ -414,7 +435,7 @@ class Cluster:
             return container
         except docker.errors.NotFound:
             pass
-        endpoint = self.docker.api.create_endpoint_config(ipv4_address=ip)
+        endpoint = self.docker.api.create_endpoint_config(ipv4_address=ip, ipv6_address=ipv6_of(ip))
         cid = self.docker.api.create_container(
             image, name=name, hostname=name, entrypoint=["sleep", "infinity"],
             labels=labels(**{"gb10.sim.client": name}),
