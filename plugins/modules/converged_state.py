@@ -109,7 +109,7 @@ EXAMPLES = r'''
   gb10.serving.converged_state:
     inputs: "{{ lookup('gb10.serving.converge_inputs') }}"
     files: [/etc/gb10, /etc/docker, /var/lib/dpkg/status]
-    commands: [iptables -S GB10-SERVING]
+    commands: [nft list table inet gb10_serving]
     interfaces: [enp1s0f1np1, enP2p1s0f1np1]
   register: gb10_converged
 
@@ -118,7 +118,7 @@ EXAMPLES = r'''
     state: stamp
     inputs: "{{ gb10_converge_inputs }}"
     files: [/etc/gb10, /etc/docker, /var/lib/dpkg/status]
-    commands: [iptables -S GB10-SERVING]
+    commands: [nft list table inet gb10_serving]
     interfaces: [enp1s0f1np1, enP2p1s0f1np1]
 '''
 
