@@ -14,10 +14,10 @@ version_added: "0.1.0"
 author:
   - gb10.serving developers (@gb10-serving)
 description:
-  - Renders the file that C(nft -f) loads: table C(inet gb10_serving), replaced whole in one
+  - Renders the file that C(nft -f) loads, table C(inet gb10_serving), replaced whole in one
     transaction, with an input chain whose policy is drop. Loopback, established traffic, ICMP and
-    ICMPv6 pass; the cluster passes on its cluster interfaces from its cluster addresses (both must
-    match); SSH and the API port are open to their sources, the metrics port to its sources; every
+    ICMPv6 pass. The cluster passes on its cluster interfaces from its cluster addresses (both must
+    match). SSH and the API port are open to their sources, the metrics port to its sources; every
     other packet is refused with a TCP reset or ICMP administratively prohibited.
   - Every address is parsed as an address or network and every interface name checked before
     anything is rendered; a bad value fails with the variable's name, so nothing can be injected

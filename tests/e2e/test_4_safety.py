@@ -143,8 +143,8 @@ def listening_ports(host):
 
 # ---- exposure -------------------------------------------------------------------------------
 
-def test_only_ssh_and_the_gateway_answer_a_machine_outside_the_cluster_over_ipv4_and_ipv6(sim_cluster, serving,
-                                                                                       client):
+def test_only_ssh_and_the_gateway_answer_a_machine_outside_the_cluster_over_ipv4_and_ipv6(
+        sim_cluster, serving, client):
     # Rule A4: every node, both address families, every port anything on the node listens on,
     # plus a service of the operator's own that nobody opened (default-deny: a filter that closes a
     # list of ports leaves it open). The metrics port answers the controller, not this client.

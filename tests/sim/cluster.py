@@ -106,7 +106,7 @@ DOCKERD_WAIT_S = 120
 
 def ipv6_of(ip):
     """The IPv6 address of the machine with management address ip: 172.30.210.11 -> fd42:30:210::11."""
-    return "%s%s" % (SUBNET6.split("/")[0], ip.rsplit(".", 1)[1])
+    return "%s%s" % (SUBNET6.split("/", maxsplit=1)[0], ip.rsplit(".", 1)[1])
 
 
 class SimError(Exception):
