@@ -141,6 +141,21 @@ def page_values(text):
     return values
 
 
+def model_copy_verified(text, path):
+    """What a node's exporter page says of its copy of the model folder `path` (role model_sync's
+    textfile, rule M3): True verified against the manifest, False a pull under way or cut (never
+    relaunch onto it), None no word of it (model_sync does not manage this folder there)."""
+    wanted = 'gb10_model_copy_verified{path="%s"}' % path.replace("\\", "\\\\").replace('"', '\\"')
+    for line in (text or "").splitlines():
+        name, _sep, value = line.rpartition(" ")
+        if name == wanted:
+            try:
+                return float(value) == 1
+            except ValueError:
+                return False
+    return None
+
+
 def leak_reading(text, since):
     """What a node's exporter page (role node_metrics, rule O6) says of a leak after the engine
     stopped at `since` (Unix time): {'state', 'unaccounted_gib', 'threshold_gib', 'why'}.

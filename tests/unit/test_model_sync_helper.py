@@ -110,6 +110,12 @@ def test_the_manifest_lists_every_file_once_with_its_sha256(model, manifest, tmp
         assert again['digest'] == out['digest']
 
 
+def copy_word(state):
+    """The textfile the node's exporter serves for the watchdog: what it says of the copy."""
+    with open('%s.prom' % state) as f:
+        return f.read()
+
+
 def test_a_pull_copies_the_model_and_marks_it_verified(manifest, daemon, tmp_path, model):
     state, out = manifest
     dest = tmp_path / 'tiny-moe'
@@ -118,6 +124,7 @@ def test_a_pull_copies_the_model_and_marks_it_verified(manifest, daemon, tmp_pat
     assert pulled['repaired'] == 0
     assert sums(dest) == sums(model)
     assert helper('check', dest, state) == (0, {'complete': True})
+    assert copy_word(state) == 'gb10_model_copy_verified{path="%s"} 1\n' % dest
 
 
 def test_a_pull_repairs_a_truncated_file_and_one_with_same_size_and_mtime(manifest, daemon, tmp_path, model):
@@ -134,6 +141,7 @@ def test_a_pull_repairs_a_truncated_file_and_one_with_same_size_and_mtime(manife
         f.write(b'XXXX')
     os.utime(corrupt, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert helper('check', dest, state) == (0, {'complete': False})
+    assert copy_word(state).endswith('} 0\n')  # the watchdog relaunches nothing onto it
 
     rc, pulled = helper('pull', dest, state, STREAMS, daemon, out['bytes'])
     assert rc == 0, pulled
@@ -158,4 +166,5 @@ def test_a_pull_from_a_source_that_is_gone_fails_and_keeps_the_files(manifest, d
     assert pulled == {'failed': True, 'msg': 'rsync failed, see stderr'}
     # Nothing that was copied is deleted, and the copy is not marked complete.
     assert len(sums(dest)) == len(sums(model)) - 1
+    assert copy_word(state).endswith('} 0\n')
     assert helper('check', dest, state) == (0, {'complete': False})

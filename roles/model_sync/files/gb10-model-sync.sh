@@ -10,10 +10,20 @@ set -euo pipefail
 
 listing_digest() {
   # Path, size and mtime of every file: cheap to read, changes when any file does.
-  (cd "$1" && find . -type f ! -name '.gb10-*' -printf '%P\t%s\t%T@\n' | LC_ALL=C sort | sha256sum | cut -c1-64)
+  (cd "$1" && find . -name '.gb10-*' -prune -o -type f -printf '%P\t%s\t%T@\n' | LC_ALL=C sort | sha256sum | cut -c1-64)
 }
 
 manifest_digest() { sha256sum "$1.sha256" | cut -c1-64; }
+
+copy_verified() {  # 1 or 0 -> STATE.prom
+  # Whether this node's copy of DIR is verified against the manifest (M3), as a textfile that role
+  # node_metrics' exporter serves (every *.prom below /var/lib/gb10): the watchdog reads it on every
+  # node before it relaunches the engine, and relaunches nothing onto a copy that says 0 (a pull under
+  # way or cut). No HELP/TYPE lines: one file per model folder, and a family's TYPE given twice on
+  # one page would fail the scrape.
+  printf 'gb10_model_copy_verified{path="%s"} %s\n' "$(printf '%s' "$dir" | sed 's/[\\"]/\\&/g')" "$1" \
+    >"$state.prom.tmp" && mv "$state.prom.tmp" "$state.prom"
+}
 
 # SHA-256 through python3's hashlib (OpenSSL: SHA extensions on Grace's Neoverse V2 and on x86),
 # not coreutils' sha256sum, which was 5.7x slower on the same files and made hashing, not the
@@ -35,7 +45,7 @@ checksum_all() {  # DIR STREAMS -> "<sha256>  ./path" lines for every file, sort
   # files: a manifest with glued and empty lines). Returns non-zero if a file could not be read.
   local part pid rc=0
   rm -f "$state".hash.*
-  (cd "$1" && find . -type f ! -name '.gb10-*' | LC_ALL=C sort) | split -n "r/$2" - "$state.hash."
+  (cd "$1" && find . -name '.gb10-*' -prune -o -type f -print | LC_ALL=C sort) | split -n "r/$2" - "$state.hash."
   for part in "$state".hash.*; do
     [ -s "$part" ] || continue
     (cd "$1" && python3 -c "$SHA256_PY"'
@@ -89,15 +99,19 @@ sys.exit(status)
 
 fetch_verified() {  # MANIFEST (lines of STATE.sha256) -> path of each file that fails its checksum
   # One rsync per stream, each on its share of the files: one TCP stream does not fill the link
-  # (M3: rsync alone saw 370 MB/s). --partial keeps an interrupted file so the next run resumes
-  # it with rsync's delta transfer instead of starting over. Returns non-zero if an rsync failed.
+  # (M3: rsync alone saw 370 MB/s). --partial-dir keeps an interrupted file in .gb10-partial/ beside
+  # it, so the next run resumes it with rsync's delta transfer instead of starting over, and never
+  # under its real name: a copy cut halfway leaves only whole files where the engine looks (each
+  # renamed into place once all of it is in), and the node's copy is not verified until every
+  # checksum is (the .verified marker). Paths named .gb10-* are the sync's own, never the model's
+  # (left out of the listing and the manifest). Returns non-zero if an rsync failed.
   local part pid rc=0
   rm -f "$state".stream.*
   split -n "r/$streams" "$1" "$state.stream."
   for part in "$state".stream.*; do
     [ -s "$part" ] || continue
     sed -E 's/^[0-9a-f]{64}  \.\///' "$part" >"$part.files"
-    { rsync -a --partial --out-format='%b %n' --files-from="$part.files" "$url/" "$dir/" \
+    { rsync -a --partial-dir=.gb10-partial --out-format='%b %n' --files-from="$part.files" "$url/" "$dir/" \
         && echo "exit 0" || echo "exit $?"; } \
       | (cd "$dir" && python3 -c "$SHA256_PY$VERIFY_STREAM_PY" "$part") >"$part.failed" &
   done
@@ -113,7 +127,7 @@ state=$3
 case "$cmd" in
   manifest)
     streams=$4
-    [ -d "$dir" ] && [ -n "$(find "$dir" -type f ! -name '.gb10-*' -print -quit)" ] \
+    [ -d "$dir" ] && [ -n "$(find "$dir" -name '.gb10-*' -prune -o -type f -print -quit)" ] \
       || { echo "{\"failed\": true, \"msg\": \"no model files under $dir\"}"; exit 1; }
     mkdir -p "$(dirname "$state")"
     listing=$(listing_digest "$dir")
@@ -127,7 +141,8 @@ case "$cmd" in
     fi
     files=$(wc -l <"$state.sha256")
     # printf "%.0f": mawk (Debian's default awk) prints sums of 2^31 and more as 4.29497e+09.
-    bytes=$(cd "$dir" && find . -type f ! -name '.gb10-*' -printf '%s\n' | awk '{s+=$1} END {printf "%.0f\n", s}')
+    bytes=$(cd "$dir" && find . -name '.gb10-*' -prune -o -type f -printf '%s\n' | awk '{s+=$1} END {printf "%.0f\n", s}')
+    copy_verified 1  # the source's copy is what the manifest describes
     printf '{"digest": "%s", "files": %d, "bytes": %d, "recomputed": %s}\n' \
       "$(manifest_digest "$state")" "$files" "$bytes" "$recomputed"
     ;;
@@ -137,6 +152,7 @@ case "$cmd" in
       && [ "$(cat "$state.verified")" = "$(manifest_digest "$state") $(listing_digest "$dir")" ]; then
       complete=true
     fi
+    if [ "$complete" = true ]; then copy_verified 1; else copy_verified 0; fi
     printf '{"complete": %s}\n' "$complete"
     ;;
   pull)
@@ -152,6 +168,7 @@ case "$cmd" in
       exit 1
     fi
     rm -f "$state.verified"  # an interrupted pull must not look complete
+    copy_verified 0
     start=$(date +%s)
     fetch_verified "$state.sha256" >"$state.bad" \
       || { echo '{"failed": true, "msg": "rsync failed, see stderr"}'; exit 1; }
@@ -171,6 +188,7 @@ case "$cmd" in
     fi
     rm -f "$state.bad" "$state.bad.sha256"
     echo "$(manifest_digest "$state") $(listing_digest "$dir")" >"$state.verified"
+    copy_verified 1
     printf '{"seconds": %d, "repaired": %d}\n' "$(( $(date +%s) - start ))" "$repaired"
     ;;
   *)

@@ -257,6 +257,9 @@ class Watchdog:
                 still = sorted(name for name in leaked if after.get(name, {}).get("state") == "leaked")
                 if still:
                     raise Leaked(still, after, "still leaked after a reboot: something else holds it")
+            # Never onto a model copy that is not whole (M3): a pull cut by the power cut this
+            # recovery follows, or one still under way, leaves a node's copy unverified.
+            self.check_model_copies()
             # The launch script the deploy rendered and started, if it is still the launch this
             # watchdog was installed for: a launch changed behind its back is the operator's.
             launch = config["state_dir"] + "/launch.sh"
@@ -340,6 +343,36 @@ class Watchdog:
             if reading["state"] not in ("leaked", "healthy"):
                 log("memory of %s not checked for a leak: %s" % (name, reading["why"]))
         return seen
+
+    def check_model_copies(self):
+        """Each node's word on its copy of the model (role model_sync's textfile, on its exporter's
+        page): a copy that says it is not verified stops the relaunch, naming the node. An exporter
+        that does not answer within leak_read_timeout_s, or a page without the word (a model that
+        model_sync does not manage), is logged as not checked."""
+        path, exporters = self.config.get("model_path"), self.config.get("exporters") or {}
+        if not path or not exporters:
+            return
+        verdicts = {}
+        deadline = time.monotonic() + self.config.get("leak_read_timeout_s", 60)
+        while not stopping and len(verdicts) < len(exporters):
+            for name, url in sorted(exporters.items()):
+                if name in verdicts:
+                    continue
+                try:
+                    with urllib.request.urlopen(url, timeout=10) as response:
+                        verdicts[name] = logic.model_copy_verified(response.read().decode(errors="replace"), path)
+                except (OSError, ValueError, http.client.HTTPException) as exc:
+                    if time.monotonic() >= deadline:
+                        verdicts[name] = "its exporter %s does not answer: %s" % (url, exc)
+            if len(verdicts) < len(exporters):
+                time.sleep(2)
+        for name, verdict in sorted(verdicts.items()):
+            if verdict is not True and verdict is not False:
+                log("model copy of %s not checked: %s" % (name, verdict or "no word of %s on its page" % path))
+        cut = sorted(name for name, verdict in verdicts.items() if verdict is False)
+        if cut:
+            raise RuntimeError("the model copy at %s on %s is not verified (a copy cut or under way): not relaunched "
+                               "onto it; the deploy copies and verifies it, then launches" % (path, ", ".join(cut)))
 
     def on_head_node(self, argv, timeout=120):
         """(exit status, output) of argv run on the head node itself, with its own programs (ssh and

@@ -220,3 +220,20 @@ def test_a_reading_that_cannot_tell_a_leak_is_waited_for(tmp_path, fixture_path,
 def test_a_failed_read_is_waited_for():
     page = nm.metrics_text(None, "nvidia-smi failed", 1700000004.0, 0.1)
     assert w.leak_reading(page, 1700000000.0)["state"] == "wait"
+
+
+def test_a_relaunch_reads_each_nodes_word_on_its_model_copy():
+    # Role model_sync's textfile as the exporter serves it (gb10-model-sync.sh, copy_verified).
+    page = ('gb10_unified_memory_leaked 0\n'
+            '# from /var/lib/gb10/model_sync/_models_a.prom\n'
+            'gb10_model_copy_verified{path="/models/a"} 0\n'
+            '# from /var/lib/gb10/model_sync/_models_b.prom\n'
+            'gb10_model_copy_verified{path="/models/b"} 1\n'
+            'gb10_model_copy_verified{path="/models/q\\"x"} 1\n')
+    assert w.model_copy_verified(page, '/models/a') is False  # a pull cut or under way: no relaunch
+    assert w.model_copy_verified(page, '/models/b') is True
+    assert w.model_copy_verified(page, '/models/q"x') is True
+    # No word: a folder model_sync does not manage there, or an older exporter; not a refusal.
+    assert w.model_copy_verified(page, '/models/c') is None
+    assert w.model_copy_verified(page, '/models') is None
+    assert w.model_copy_verified('', '/models/a') is None
