@@ -94,6 +94,8 @@ def test_rated_floor_per_transport_and_hca_count():
     assert rated_floor('roce', 2, 50, 0.6, 100) == (120.0, '0.6 x 200 Gb/s rated: 2 RoCE HCA(s) x 100 Gb/s')
     assert rated_floor('roce', 1, 50, 0.6, 100)[0] == 60.0
     assert rated_floor('roce_ring', 4, 50, 0.6, 100)[0] == 120.0
+    # The role's ring default (0.4): NVIDIA's ring pass mark, 80 Gb/s, under the 111 a working ring measured.
+    assert rated_floor('roce_ring', 4, 50, 0.4, 100)[0] == 80.0
     assert 'half of them per peer cable' in rated_floor('roce_ring', 4, 50, 0.6, 100)[1]
     # socket, no HCA list, no share, or a fixed floor above the share: the fixed floor.
     assert rated_floor('socket', 2, 2, 0.6, 100) == (2.0, None)
