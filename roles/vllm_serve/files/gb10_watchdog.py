@@ -318,27 +318,36 @@ class Watchdog:
             with open(os.path.join(incident, "engine.log"), "wb") as handle:
                 handle.write(out)
 
-    def check_leaks(self, since, booted=()):
-        """Each node's leak verdict from its metrics exporter (rule O6), on a reading taken after
-        `since` with no GPU process left, at most leak_read_timeout_s. An exporter that does not
-        answer (node down, exporter off) is not waited for, its node reported unread, except on the
-        nodes in `booted`: just back from a reboot, their exporters start after Ray's container."""
+    def read_exporters(self, judge, failed, settled):
+        """{node: verdict} from each node's metrics exporter (rule O6): judge(name, page) on its page,
+        failed(name, why) where the page cannot be read. A node whose verdict is not settled(verdict)
+        is read again every 2 s, at most leak_read_timeout_s; then its last verdict stands."""
         exporters = self.config.get("exporters") or {}
         seen = {}
         deadline = time.monotonic() + self.config.get("leak_read_timeout_s", 60)
         while exporters and not stopping:
             for name, url in sorted(exporters.items()):
-                if seen.get(name, {}).get("state") in ("leaked", "healthy", "unread"):
+                if name in seen and settled(seen[name]):
                     continue
                 try:
                     with urllib.request.urlopen(url, timeout=10) as response:
-                        seen[name] = logic.leak_reading(response.read().decode(errors="replace"), since)
+                        seen[name] = judge(name, response.read().decode(errors="replace"))
                 except (OSError, ValueError, http.client.HTTPException) as exc:
-                    seen[name] = {"state": "wait" if name in booted else "unread",
-                                  "why": "its exporter %s does not answer: %s" % (url, exc)}
-            if all(reading["state"] != "wait" for reading in seen.values()) or time.monotonic() >= deadline:
+                    seen[name] = failed(name, "its exporter %s does not answer: %s" % (url, exc))
+            if all(settled(verdict) for verdict in seen.values()) or time.monotonic() >= deadline:
                 break
             time.sleep(2)
+        return seen
+
+    def check_leaks(self, since, booted=()):
+        """Each node's leak verdict from its metrics exporter, on a reading taken after `since` with
+        no GPU process left. An exporter that does not answer (node down, exporter off) is not
+        waited for, its node reported unread, except on the nodes in `booted`: just back from a
+        reboot, their exporters start after Ray's container."""
+        seen = self.read_exporters(
+            lambda name, page: logic.leak_reading(page, since),
+            lambda name, why: {"state": "wait" if name in booted else "unread", "why": why},
+            lambda reading: reading["state"] != "wait")
         for name, reading in sorted(seen.items()):
             if reading["state"] not in ("leaked", "healthy"):
                 log("memory of %s not checked for a leak: %s" % (name, reading["why"]))
@@ -347,27 +356,17 @@ class Watchdog:
     def check_model_copies(self):
         """Each node's word on its copy of the model (role model_sync's textfile, on its exporter's
         page): a copy that says it is not verified stops the relaunch, naming the node. An exporter
-        that does not answer within leak_read_timeout_s, or a page without the word (a model that
-        model_sync does not manage), is logged as not checked."""
-        path, exporters = self.config.get("model_path"), self.config.get("exporters") or {}
-        if not path or not exporters:
+        that does not answer (waited for: the node may be just back), or a page without the word (a
+        model that model_sync does not manage there), is logged as not checked."""
+        path = self.config.get("model_path")
+        if not path:
             return
-        verdicts = {}
-        deadline = time.monotonic() + self.config.get("leak_read_timeout_s", 60)
-        while not stopping and len(verdicts) < len(exporters):
-            for name, url in sorted(exporters.items()):
-                if name in verdicts:
-                    continue
-                try:
-                    with urllib.request.urlopen(url, timeout=10) as response:
-                        verdicts[name] = logic.model_copy_verified(response.read().decode(errors="replace"), path)
-                except (OSError, ValueError, http.client.HTTPException) as exc:
-                    if time.monotonic() >= deadline:
-                        verdicts[name] = "its exporter %s does not answer: %s" % (url, exc)
-            if len(verdicts) < len(exporters):
-                time.sleep(2)
+        verdicts = self.read_exporters(
+            lambda name, page: logic.model_copy_verified(page, path),
+            lambda name, why: why,
+            lambda verdict: not isinstance(verdict, str))
         for name, verdict in sorted(verdicts.items()):
-            if verdict is not True and verdict is not False:
+            if verdict is None or isinstance(verdict, str):
                 log("model copy of %s not checked: %s" % (name, verdict or "no word of %s on its page" % path))
         cut = sorted(name for name, verdict in verdicts.items() if verdict is False)
         if cut:
