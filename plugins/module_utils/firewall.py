@@ -43,7 +43,10 @@ def networks(values, variable):
     ipv4, ipv6, bad = [], [], []
     for value in values:
         try:
-            net = ipaddress.ip_network(str(value), strict=False)
+            # Text only: ipaddress reads the number 10 as 0.0.0.10.
+            if not isinstance(value, str):
+                raise ValueError(value)
+            net = ipaddress.ip_network(value, strict=False)
         except ValueError:
             bad.append(repr(value))
             continue

@@ -72,6 +72,7 @@ def test_the_cluster_is_trusted_on_its_interfaces_and_by_its_addresses_together(
     ('firewall_cluster_sources', {'cluster_sources': ['10.0.0.1\n} accept']}),
     ('firewall_api_sources', {'api_sources': ['0.0.0.0/0 tcp dport 6379']}),
     ('firewall_metrics_sources', {'metrics_sources': ['host.example']}),
+    ('firewall_api_sources', {'api_sources': [10]}),
     ('firewall_cluster_ifaces', {'cluster_ifaces': ['eth0" accept; #']}),
     ('firewall_open_tcp[0].port', {'open_tcp': [{'port': '22; accept'}]}),
     ('firewall_api_port', {'api_port': 70000}),
