@@ -168,28 +168,30 @@ class Cluster:
     def _network(self, name, subnet, gateway=None, subnet6=None, **options):
         try:
             net = self.docker.networks.get(name)
-            if subnet6 and not net.attrs.get("EnableIPv6") and net.attrs.get("Labels", {}).get(LABEL) == LABEL_VALUE:
-                # Made before the network carried IPv6: its hosts are made again on the new one.
-                log("recreating %s with IPv6 (%s)" % (name, subnet6))
-                for c in self._containers():
-                    c.remove(force=True, v=False)
-                net.remove()
-                raise docker.errors.NotFound(name)
         except docker.errors.NotFound:
-            pools = [docker.types.IPAMPool(subnet=subnet, gateway=gateway)]
-            if subnet6:
-                pools.append(docker.types.IPAMPool(subnet=subnet6))
-                options["enable_ipv6"] = True
-            ipam = docker.types.IPAMConfig(pool_configs=pools)
-            try:
-                return self.docker.networks.create(name, driver="bridge", ipam=ipam, labels=labels(), **options)
-            except docker.errors.APIError as e:
-                raise SimError("cannot create network %s with subnet %s (%s): another network on this "
-                               "machine overlaps it; remove that one or change the subnets and HOSTS in %s "
-                               "and the addresses in inventory/sim*.ini" % (name, subnet, e.explanation, __file__))
-        if net.attrs.get("Labels", {}).get(LABEL) != LABEL_VALUE:
+            net = None
+        if net is not None and net.attrs.get("Labels", {}).get(LABEL) != LABEL_VALUE:
             raise SimError("a network named %s exists that the simulation did not create; remove or rename it" % name)
-        return net
+        if net is not None and subnet6 and not net.attrs.get("EnableIPv6"):
+            # Made before the network carried IPv6: its hosts are made again on the new one.
+            log("recreating %s with IPv6 (%s)" % (name, subnet6))
+            for c in self._containers():
+                c.remove(force=True, v=False)
+            net.remove()
+            net = None
+        if net is not None:
+            return net
+        pools = [docker.types.IPAMPool(subnet=subnet, gateway=gateway)]
+        if subnet6:
+            pools.append(docker.types.IPAMPool(subnet=subnet6))
+            options["enable_ipv6"] = True
+        try:
+            return self.docker.networks.create(name, driver="bridge", ipam=docker.types.IPAMConfig(pool_configs=pools),
+                                               labels=labels(), **options)
+        except docker.errors.APIError as e:
+            raise SimError("cannot create network %s with subnet %s (%s): another network on this "
+                           "machine overlaps it; remove that one or change the subnets and HOSTS in %s "
+                           "and the addresses in inventory/sim*.ini" % (name, subnet, e.explanation, __file__))
 
     def _networks(self):
         self._network(NETWORK, SUBNET, GATEWAY, subnet6=SUBNET6)
