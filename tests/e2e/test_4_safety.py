@@ -3,7 +3,8 @@
 """Safety on the simulated 2-Spark cluster (issue 6), checked as an operator would:
 
 - exposure: from a machine on the same network that is not a cluster member, only SSH and the
-  API gateway answer, on every node, over IPv4 and IPv6 (A4); the Ray dashboard does not answer even a cluster member; every
+  API gateway answer, on every node, over IPv4 and IPv6 (A4); the Ray dashboard does not answer
+  even a cluster member; every
   route of the engine's own table, asked through the gateway, is refused without a key and with a
   wrong one (but /health), and only the allowlisted ones answer with it (issue 47); a client key
   added and revoked by the gateway step alone, the engine untouched;
@@ -166,7 +167,7 @@ def test_only_ssh_and_the_gateway_answer_a_machine_outside_the_cluster_over_ipv4
     head = listening[sim_cluster.head]
     # Ray's GCS, the exporter and the gateway are up: there is something to protect. The engine
     # listens on the head's loopback only (A1), so it is not among the ports that face any network.
-    assert {6379, API_PORT, own_service} <= head["ipv4"] | head["ipv6"] and PORT not in head["ipv4"], head
+    assert {6379, API_PORT, own_service} <= head["ipv4"] | head["ipv6"] and PORT not in head["ipv4"] | head["ipv6"], head
     assert {22, own_service} <= listening[sim_cluster.hosts[1]]["ipv6"], listening
     for (host, family), ports in reachable.items():
         gateway = {API_PORT} if host == sim_cluster.head else set()
