@@ -4,10 +4,10 @@
 
 - exposure: from a machine on the same network that is not a cluster member, only SSH and the
   API gateway answer, on every node, over IPv4 and IPv6 (A4); the Ray dashboard does not answer
-  even a cluster member; every
-  route of the engine's own table, asked through the gateway, is refused without a key and with a
-  wrong one (but /health), and only the allowlisted ones answer with it (issue 47); a client key
-  added and revoked by the gateway step alone, the engine untouched;
+  even a cluster member; every route of the engine's own table, asked through the gateway, is
+  refused without a key and with a wrong one (but /health), and only the allowlisted ones answer
+  with it (issue 47); a client key added and revoked by the gateway step alone, the engine
+  untouched;
 - host keys (rule A2, issue 47): with the simulated inventory's opt-out turned back, a run is
   refused at an unrecorded key, its next step records the keys (fingerprints as each node reads
   its own), a forged key for the worker is refused with the removal command, pasted;
