@@ -91,15 +91,13 @@ def test_a_node_whose_copy_is_not_verified_stops_the_relaunch_naming_it(watchdog
     assert str(exc.value).startswith('the model copy at %s on spark2 is not verified' % MODEL), str(exc.value)
 
 
-def test_verified_copies_and_a_node_without_word_let_the_relaunch_go_on(watchdog_program, exporters, tmp_path,
-                                                                       capsys):
+def test_verified_copies_and_a_node_without_word_let_the_relaunch_go_on(watchdog_program, exporters, tmp_path, capsys):
     urls = exporters({'spark1': page(copy=1), 'spark2': page()})
     watchdog(watchdog_program, tmp_path, urls).check_model_copies()
     assert 'model copy of spark2 not checked: no word of %s on its page' % MODEL in capsys.readouterr().out
 
 
-def test_an_exporter_that_does_not_answer_is_waited_for_then_not_checked(watchdog_program, exporters, tmp_path,
-                                                                        capsys):
+def test_an_exporter_that_does_not_answer_is_waited_for_then_not_checked(watchdog_program, exporters, tmp_path, capsys):
     urls = exporters({'spark1': page(copy=1)})
     urls['spark2'] = 'http://127.0.0.1:9/metrics'  # nothing listens on the discard port
     started = time.monotonic()
