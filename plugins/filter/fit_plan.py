@@ -17,9 +17,13 @@ description:
   - Rule M2. Weights per node (checkpoint size / TP), KV cache bytes per token from the model shape
     (layers, KV heads, head dim, KV dtype; MLA latent size for DeepSeek), the engine's share of the
     node (budget x gpu_memory_utilization) and the context that fits there.
+  - Rule H10. What a warm node keeps available beside the engine, the Ray object store and what
+    the node uses besides (the profile's C(fit.host_gib), the field's 16.4 GiB by default), and the
+    OOM guard's threshold for it (half of that, at least 1 GiB).
   - Returns C(fits) false with the numbers in C(reason) when the weights leave no room (M2.7 FP8,
-    229 GB over two nodes), when the asked context does not fit, or when O(free_gib) is below what
-    the engine will claim (H3, H4, H5).
+    229 GB over two nodes), when the asked context does not fit, when a warm node would keep less
+    than the OOM guard's threshold and the same again as margin (H10), or when O(free_gib) is
+    below what the engine will claim (H3, H4, H5).
 options:
   _input:
     description: The profile (merged and validated).
@@ -66,6 +70,12 @@ _value:
     context_fits:
       description: Tokens of KV that fit on the poorest node.
       type: int
+    warm_available_gib:
+      description: Memory a warm serving node is expected to keep available (H10).
+      type: float
+    oom_guard_gib:
+      description: The OOM guard's SIGTERM threshold for that node (H10).
+      type: float
 '''
 
 from ansible.errors import AnsibleFilterError

@@ -19,6 +19,23 @@ GB = 1000.0 ** 3
 KV_DTYPE_BYTES = {'auto': 2, 'bfloat16': 2, 'float16': 2, 'fp8': 1, 'fp8_e4m3': 1, 'fp8_e5m2': 1}
 AUTO_BYTES_BY_CHECKPOINT = {'fp32': 4}
 
+# What a serving node uses beside the engine's share (gpu_memory_utilization x budget) and Ray's
+# object store: the OS, Docker, Ray's own processes, the API server and the engine's CPU side, all
+# from the one unified pool. Field figure: a healthy warm MiniMax M3 TP=3 head at utilization 0.82
+# and a 1 GiB object store sat at ~96 % of RAM with ~4.4 GB (4.1 GiB) available (the published
+# three-Spark M3 recipe, whose Ray memory monitor false-killed rank 0 at 95 %): 119.7 - 0.82 x 119.7
+# - 1 - 4.1 = 16.4 GiB. The head (API server, Ray's head) is the node that uses most, so every node
+# is judged by it. A profile measured otherwise says so in fit.host_gib.
+FIELD_HOST_GIB = 16.4
+# The OOM guard (rule H10, role oom_guard): earlyoom sends SIGTERM when available memory falls to
+# its threshold and SIGKILL at half of it. The threshold is half of what a warm node is expected
+# to keep available, so the other half is the margin a healthy engine's swings (prefill bursts,
+# the sampler) move in; a fixed share of the node (the 4 %, 4.8 GiB, of earlier releases) sat above
+# the field's healthy warm head and would have ended its engine. Never below 1 GiB: with SIGKILL at
+# 0.5 GiB the node keeps room for SSH, Docker and the watchdog while the engine's memory returns.
+OOM_GUARD_SHARE = 0.5
+OOM_GUARD_FLOOR_GIB = 1.0
+
 
 class FitError(Exception):
     """Inputs the planner cannot use; the message names the field."""
@@ -72,6 +89,32 @@ def _r(value):
     return round(value, 2)
 
 
+def oom_guard_threshold(warm_available_gib, share=OOM_GUARD_SHARE, floor_gib=OOM_GUARD_FLOOR_GIB,
+                        explicit_gib=None):
+    """The OOM guard's SIGTERM threshold for a node expected to keep warm_available_gib available
+    once its engine is warm: share of it, at least floor_gib, or explicit_gib when the operator set
+    one. 'ok' is false when the threshold leaves less than the same again as margin below the warm
+    figure: the guard would end a healthy engine (H10). Without a warm figure (no profile known)
+    the floor, or the operator's figure, is taken as it is."""
+    for name, value in (('share', share), ('floor_gib', floor_gib), ('warm_available_gib', warm_available_gib)):
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            raise FitError('%s must be a number, got %r' % (name, value))
+    if not 0 < share < 1:
+        raise FitError('share must be between 0 and 1 (the part of the warm headroom the guard lets the '
+                       'engine use), got %r' % (share,))
+    if explicit_gib is not None and (not isinstance(explicit_gib, (int, float)) or isinstance(explicit_gib, bool)
+                                     or explicit_gib <= 0):
+        raise FitError('the threshold must be a positive number of GiB, got %r' % (explicit_gib,))
+    if warm_available_gib is None:
+        threshold = floor_gib if explicit_gib is None else explicit_gib
+        return {'threshold_gib': _r(threshold), 'kill_gib': _r(threshold / 2.0), 'warm_available_gib': None,
+                'share': share, 'ok': True}
+    threshold = max(floor_gib, warm_available_gib * share) if explicit_gib is None else explicit_gib
+    return {'threshold_gib': _r(threshold), 'kill_gib': _r(threshold / 2.0),
+            'warm_available_gib': _r(warm_available_gib), 'share': share,
+            'ok': threshold <= warm_available_gib * share}
+
+
 def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None):
     """Plan the memory of the poorest node.
 
@@ -98,6 +141,9 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None):
     per_token = kv_bytes_per_token_per_node(shape, tp, dtype_bytes)
     context_fits = int(kv_gib * GIB // per_token) if kv_gib > 0 else 0
     object_store_gib = profile['ray']['object_store_memory_bytes'] / GIB
+    host_gib = profile['fit'].get('host_gib', FIELD_HOST_GIB)
+    warm_available_gib = budget_gib - engine_gib - object_store_gib - host_gib
+    guard = oom_guard_threshold(warm_available_gib)
     plan = {
         'profile': profile['name'],
         'budget_gib': _r(budget_gib),
@@ -113,6 +159,9 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None):
         'max_concurrent_full_contexts': context_fits // context if context else 0,
         'headroom_after_weights_gib': _r(budget_gib - weights_gib),
         'object_store_gib': _r(object_store_gib),
+        'host_gib': _r(host_gib),
+        'warm_available_gib': _r(warm_available_gib),
+        'oom_guard_gib': guard['threshold_gib'],
         'free_gib': None if free_gib is None else _r(free_gib),
         'needed_free_gib': _r(engine_gib + object_store_gib),
     }
@@ -130,6 +179,17 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None):
         plan['reason'] = ('KV cache too small for the asked context (M2): %s. Lower size_args.max-model-len to '
                           '<= %d, use an fp8 KV cache, or raise utilization within the 0.90 ceiling (H6).'
                           % (numbers, context_fits))
+    elif not guard['ok']:
+        # The utilization that leaves the guard its threshold and the same again (H10).
+        ceiling = (budget_gib - object_store_gib - host_gib - OOM_GUARD_FLOOR_GIB / OOM_GUARD_SHARE) / budget_gib
+        plan['fits'] = False
+        plan['reason'] = ('a warm node would keep %.1f GiB available (node budget %.1f GiB - %.1f GiB for the '
+                          'engine - %.1f GiB Ray object store - %.1f GiB the node uses beside them, fit.host_gib), '
+                          'under the %.1f GiB the OOM guard needs (H10: its %.1f GiB threshold and the same again '
+                          'as margin), so the guard would end a healthy engine or the node would freeze. Lower '
+                          'gpu_memory_utilization to <= %.2f or the Ray object store.'
+                          % (warm_available_gib, budget_gib, engine_gib, object_store_gib, host_gib,
+                             OOM_GUARD_FLOOR_GIB / OOM_GUARD_SHARE, OOM_GUARD_FLOOR_GIB, int(ceiling * 100) / 100.0))
     elif free_gib is not None and free_gib < plan['needed_free_gib']:
         plan['fits'] = False
         plan['reason'] = ('the poorest node has %.1f GiB available but the engine needs %.1f GiB (utilization) '

@@ -232,6 +232,8 @@ def validate_profile(profile, source='<profile>'):
     fit = profile.get('fit')
     _need(isinstance(fit, dict) and _is_num(fit.get('overhead_gib')) and fit['overhead_gib'] >= 0, source,
           'fit.overhead_gib', 'must be a number >= 0: GiB per node for activations, graphs and buffers')
+    _need('host_gib' not in fit or (_is_num(fit['host_gib']) and fit['host_gib'] >= 0), source, 'fit.host_gib',
+          'must be a number >= 0: GiB a serving node uses beside the engine and the object store (H10)')
 
     _validate_known_answer(profile, source)
     _validate_sglang(profile, source)

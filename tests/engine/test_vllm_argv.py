@@ -9,11 +9,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.render import engine_
 from conftest import VARIANTS, variant
 
 # Read by the vLLM builds of the field's GB10 images (seeds 000/003: vLLM 0.18-0.19 era), no
-# longer by vLLM 0.32 (--linear-backend / --moe-backend marlin replaced them). Every profile pinned
-# to vLLM 0.32 must not set them (issue 26); only the M3 profile's fork image, whose vLLM base is
-# not recorded, keeps what its field run set. A NEW unknown name fails the test everywhere.
+# longer by vLLM 0.32 (--linear-backend / --moe-backend marlin replaced them). No profile may set
+# them (issue 26; the M3 profile's fork run chose b12x kernels by flag instead, issue 49).
 LEGACY_ENV = {'VLLM_NVFP4_GEMM_BACKEND', 'VLLM_TEST_FORCE_FP8_MARLIN', 'VLLM_USE_FLASHINFER_MOE_FP4'}
-FORK_PROFILES = {'minimax-m3-nvfp4'}
 
 
 def parse(parser, argv):
@@ -62,8 +60,7 @@ def test_engine_env_names_are_known_to_vllm(name, overlay):
     from vllm import envs
     names = {k for k in engine_env(variant(name, overlay)) if k.startswith('VLLM_')}
     unknown = names - set(envs.environment_variables)
-    allowed = LEGACY_ENV if name in FORK_PROFILES else set()
-    assert unknown <= allowed, 'env names vLLM 0.32 does not read: %s' % sorted(unknown - allowed)
+    assert not unknown, 'env names vLLM 0.32 does not read: %s' % sorted(unknown)
 
 
 def test_legacy_env_names_are_really_gone_from_vllm_032():
@@ -125,3 +122,14 @@ def test_registry_check_catches_what_the_parser_accepts(vllm_parser):
 def test_deepseek_v4_pages_in_the_block_size_its_sparse_mla_takes(vllm_parser):
     args = parse(vllm_parser, vllm_serve_argv(variant('deepseek-v4-flash', None)))
     assert args.block_size == 256
+
+
+def test_m3_is_the_field_recipe_of_three_sparks(vllm_parser):
+    """The published three-Spark M3 TP=3 run (issue 49): the vision tower's 16 heads do not split
+    over 3 ranks, b12x kernels, fp8 KV in 128-token blocks, sizes for a head at ~96 % of RAM."""
+    args = parse(vllm_parser, vllm_serve_argv(variant('minimax-m3-nvfp4', None), head_ip='10.0.0.1'))
+    assert args.mm_encoder_tp_mode == 'data' and args.skip_mm_profiling
+    assert getattr(args.attention_backend, 'name', args.attention_backend) == 'B12X'
+    assert args.moe_backend == 'b12x'
+    assert (args.kv_cache_dtype, args.block_size) == ('fp8', 128)
+    assert (args.gpu_memory_utilization, args.max_num_seqs, args.max_num_batched_tokens) == (0.82, 2, 512)

@@ -4,7 +4,7 @@ import copy
 import pytest
 
 from ansible_collections.gb10.serving.plugins.module_utils.fit import (
-    FitError, fit_plan, kv_bytes_per_token_per_node, shape_from_hf_config)
+    FIELD_HOST_GIB, FitError, fit_plan, kv_bytes_per_token_per_node, oom_guard_threshold, shape_from_hf_config)
 
 from profile_helpers import real
 
@@ -77,3 +77,59 @@ def test_unknown_kv_dtype_and_bad_budget():
         fit_plan(prof, 119.7)
     with pytest.raises(FitError, match='budget_gib'):
         fit_plan(real('minimax-m27-nvfp4'), 0)
+
+
+# H10: the OOM guard against what a warm node keeps. The field's figure: a healthy warm M3 TP=3
+# head at utilization 0.82 with a 1 GiB object store sat at ~96 % of RAM, ~4.4 GB (4.1 GiB) available.
+FIELD_WARM_HEAD_GIB = 4.4e9 / GIB
+
+
+def test_the_field_head_is_what_the_fit_expects_of_a_warm_m3_node():
+    plan = fit_plan(real('minimax-m3-nvfp4'), budget_gib=119.7)
+    assert abs(plan['warm_available_gib'] - FIELD_WARM_HEAD_GIB) < 0.1
+    assert plan['host_gib'] == FIELD_HOST_GIB
+
+
+def test_the_guard_never_ends_the_field_healthy_warm_head():
+    plan = fit_plan(real('minimax-m3-nvfp4'), budget_gib=119.7)
+    assert plan['fits'] and plan['oom_guard_gib'] < FIELD_WARM_HEAD_GIB
+    # The fixed 4 % of earlier releases sat above it.
+    assert 0.04 * 119.7 > FIELD_WARM_HEAD_GIB
+
+
+def test_a_profile_that_leaves_the_guard_no_margin_is_refused_with_both_figures():
+    prof = copy.deepcopy(real('minimax-m3-nvfp4'))
+    prof['gpu_memory_utilization'] = 0.85
+    plan = fit_plan(prof, budget_gib=119.7)
+    assert plan['fits'] is False
+    assert 'a warm node would keep 0.6 GiB available' in plan['reason']
+    assert 'under the 2.0 GiB the OOM guard needs' in plan['reason']
+    assert 'gpu_memory_utilization to <= 0.83' in plan['reason']
+    # ... and that utilization is enough.
+    prof['gpu_memory_utilization'] = 0.83
+    assert fit_plan(prof, budget_gib=119.7)['fits']
+
+
+def test_a_profile_measured_otherwise_says_so_in_host_gib():
+    prof = copy.deepcopy(real('minimax-m3-nvfp4'))
+    prof['gpu_memory_utilization'] = 0.85
+    prof['fit']['host_gib'] = 8
+    assert fit_plan(prof, budget_gib=119.7)['fits']
+
+
+def test_guard_threshold_is_half_the_warm_headroom_never_below_the_floor():
+    assert oom_guard_threshold(4.1) == {'threshold_gib': 2.05, 'kill_gib': 1.02, 'warm_available_gib': 4.1,
+                                        'share': 0.5, 'ok': True}
+    low = oom_guard_threshold(1.5)
+    assert (low['threshold_gib'], low['ok']) == (1.0, False)
+    assert oom_guard_threshold(None) == {'threshold_gib': 1.0, 'kill_gib': 0.5, 'warm_available_gib': None,
+                                         'share': 0.5, 'ok': True}
+
+
+def test_an_operator_threshold_is_judged_against_the_same_margin():
+    assert oom_guard_threshold(4.1, explicit_gib=2.0)['ok']
+    assert not oom_guard_threshold(4.1, explicit_gib=4.8)['ok']
+    with pytest.raises(FitError, match='positive number'):
+        oom_guard_threshold(4.1, explicit_gib=0)
+    with pytest.raises(FitError, match='share must be between 0 and 1'):
+        oom_guard_threshold(4.1, share=1)

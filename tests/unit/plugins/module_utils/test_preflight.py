@@ -40,9 +40,10 @@ def test_good_two_spark_setup_passes():
     assert problems() == []
 
 
-def test_sim_overlay_on_small_nodes_passes():
-    nodes = [node('s1', '172.30.210.11', memory={'budget_gib': 20.0, 'free_gib': 18.0}),
-             node('s2', '172.30.210.12', memory={'budget_gib': 20.0, 'free_gib': 18.0})]
+def test_sim_overlay_on_the_fixture_kits_sparks_passes():
+    # The fixture kit's Spark: 119.7 GiB, ~110 GiB available on a clean node.
+    nodes = [node('s1', '172.30.210.11', memory={'budget_gib': 119.7, 'free_gib': 110.0}),
+             node('s2', '172.30.210.12', memory={'budget_gib': 119.7, 'free_gib': 110.0})]
     assert problems(sim('minimax-m27-nvfp4'), nodes) == []
 
 
