@@ -115,7 +115,7 @@ def oom_guard_threshold(warm_available_gib, share=OOM_GUARD_SHARE, floor_gib=OOM
             'ok': threshold <= warm_available_gib * share}
 
 
-def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None):
+def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_gib=None):
     """Plan the memory of the poorest node.
 
     budget_gib: memory CUDA sees on that node (~119.7 GiB on a Spark with rule H2 applied).
@@ -123,6 +123,9 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None):
       utilization x budget (rules H3, H4, H5).
     context: tokens one sequence must fit (default: size_args.max-model-len).
     shape: model shape read from config.json, overriding the profile's (M2).
+    pool_gib: the node's whole unified pool (MemTotal), default budget_gib. What a warm node keeps
+      (H10) is judged on it: once host prep has removed an override that caps CUDA (H2), CUDA sees
+      all of it and the engine takes its utilization of all of it.
     Returns numbers in GiB, 'fits' and a 'reason' that says them.
     """
     if not isinstance(budget_gib, (int, float)) or isinstance(budget_gib, bool) or budget_gib <= 0:
@@ -142,7 +145,8 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None):
     context_fits = int(kv_gib * GIB // per_token) if kv_gib > 0 else 0
     object_store_gib = profile['ray']['object_store_memory_bytes'] / GIB
     host_gib = profile['fit'].get('host_gib', FIELD_HOST_GIB)
-    warm_available_gib = budget_gib - engine_gib - object_store_gib - host_gib
+    pool_gib = budget_gib if pool_gib is None else max(pool_gib, budget_gib)
+    warm_available_gib = pool_gib * (1 - util) - object_store_gib - host_gib
     guard = oom_guard_threshold(warm_available_gib)
     plan = {
         'profile': profile['name'],
@@ -159,6 +163,7 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None):
         'max_concurrent_full_contexts': context_fits // context if context else 0,
         'headroom_after_weights_gib': _r(budget_gib - weights_gib),
         'object_store_gib': _r(object_store_gib),
+        'pool_gib': _r(pool_gib),
         'host_gib': _r(host_gib),
         'warm_available_gib': _r(warm_available_gib),
         'oom_guard_gib': guard['threshold_gib'],
@@ -181,14 +186,14 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None):
                           % (numbers, context_fits))
     elif not guard['ok']:
         # The utilization that leaves the guard its threshold and the same again (H10).
-        ceiling = (budget_gib - object_store_gib - host_gib - OOM_GUARD_FLOOR_GIB / OOM_GUARD_SHARE) / budget_gib
+        ceiling = (pool_gib - object_store_gib - host_gib - OOM_GUARD_FLOOR_GIB / OOM_GUARD_SHARE) / pool_gib
         plan['fits'] = False
-        plan['reason'] = ('a warm node would keep %.1f GiB available (node budget %.1f GiB - %.1f GiB for the '
+        plan['reason'] = ('a warm node would keep %.1f GiB available (its %.1f GiB pool - %.1f GiB for the '
                           'engine - %.1f GiB Ray object store - %.1f GiB the node uses beside them, fit.host_gib), '
                           'under the %.1f GiB the OOM guard needs (H10: its %.1f GiB threshold and the same again '
                           'as margin), so the guard would end a healthy engine or the node would freeze. Lower '
                           'gpu_memory_utilization to <= %.2f or the Ray object store.'
-                          % (warm_available_gib, budget_gib, engine_gib, object_store_gib, host_gib,
+                          % (warm_available_gib, pool_gib, pool_gib * util, object_store_gib, host_gib,
                              OOM_GUARD_FLOOR_GIB / OOM_GUARD_SHARE, OOM_GUARD_FLOOR_GIB, int(ceiling * 100) / 100.0))
     elif free_gib is not None and free_gib < plan['needed_free_gib']:
         plan['fits'] = False

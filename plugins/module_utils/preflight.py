@@ -308,15 +308,19 @@ def check_memory(profile, nodes, shape=None, recover_command=None):
     poorest = min(sized, key=room)
     budget = min(n['memory']['budget_gib'] for n in sized)
     frees = [n['memory']['free_gib'] for n in sized if isinstance(n['memory'].get('free_gib'), (int, float))]
+    # H10 on the whole pool: CUDA sees all of it once host prep has removed a capping override (H2).
+    pools = [n['memory']['pool_gib'] for n in sized if isinstance(n['memory'].get('pool_gib'), (int, float))]
+    pool = min(pools) if pools else None
     try:
-        plan = fit_plan(profile, budget, free_gib=min(frees) if frees else None, shape=shape)
+        plan = fit_plan(profile, budget, free_gib=min(frees) if frees else None, shape=shape, pool_gib=pool)
     except FitError as exc:
         return ['host %s: %s' % (poorest['host'], exc)]
     if plan['fits']:
         return []
     leaked = [n for n in sized if n['memory'].get('leaked')]
     if leaked and frees:
-        after = fit_plan(profile, budget, free_gib=min(room(n, after_reboot=True) for n in sized), shape=shape)
+        after = fit_plan(profile, budget, free_gib=min(room(n, after_reboot=True) for n in sized), shape=shape,
+                         pool_gib=pool)
         if after['fits']:
             return ['host%s %s: unified memory leaked (H4: %s; memory in use that no process, cache or kernel '
                     'counter explains, with no GPU process left, which only a reboot frees), so profile %s '

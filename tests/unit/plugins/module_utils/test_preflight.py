@@ -336,3 +336,15 @@ def test_loopback_or_the_management_nic_is_refused_by_name_even_when_host_prep_c
                     iface={'present': True, 'active': True, 'type': 'ether', 'speed': 10000, 'ipv4': ['192.168.1.11']})
     one(problems(nodes=copy.deepcopy(nodes)), 'host spark1: gb10_cluster_iface enP7s7 carries the management address '
         '192.168.1.11 (ansible_host)', 'ConnectX-7 port')
+
+
+def test_a_node_whose_override_still_caps_cuda_is_judged_for_the_oom_guard_on_its_whole_pool():
+    # H10 after H2: before host prep removes the override CUDA sees 62 GiB; the engine will take its
+    # utilization of the whole 119.7 GiB once it is gone, and the warm node's headroom follows that.
+    capped = {'budget_gib': 62.0, 'free_gib': 62.0, 'pool_gib': 119.7}
+    nodes = [node('s1', '172.30.210.11', memory=dict(capped)), node('s2', '172.30.210.12', memory=dict(capped))]
+    assert problems(sim('minimax-m27-nvfp4'), nodes) == []
+    greedy = dict(sim('minimax-m27-nvfp4'), gpu_memory_utilization=0.86)
+    found = problems(greedy, nodes)
+    assert len(found) == 1 and 'its 119.7 GiB pool - 102.9 GiB for the engine' in found[0], found
+    assert 'Lower gpu_memory_utilization to <= 0.84' in found[0], found
