@@ -27,14 +27,23 @@ ZERO_GID = '0000:0000:0000:0000:0000:0000:0000:0000'
 # A ConnectX-7 cluster port runs at 200 Gb/s; the 10 GbE and 1 GbE NICs are management links
 # where NCCL gave ~6 tok/s on TP=3 (rule N5).
 DEFAULT_MIN_SPEED_MBPS = 100000
-# NCCL_IB_TIMEOUT 22 and RoCE v2 from the field reports (rule N1).
+# NCCL_IB_TIMEOUT 22 and RoCE v2 from the field reports (rule N1). NCCL_NET=IB as sparkrun sets it
+# for RoCE: NCCL then uses the IB/RoCE network or fails at init ("no network" in a container without
+# the verbs devices), instead of falling back to sockets on the same interface and running ~20x
+# slower without a word (N1, N5).
 ROCE_COMMON_ENV = {
     'NCCL_IB_DISABLE': '0',
+    'NCCL_NET': 'IB',
     'NCCL_NET_PLUGIN': 'none',
     'NCCL_IB_ROCE_VERSION_NUM': '2',
     'NCCL_IB_TIMEOUT': '22',
     'NCCL_NET_GDR_LEVEL': '0',  # rule N2: mandatory on GB10
 }
+# Every transport: NCCL_IGNORE_CPU_AFFINITY=1, as the community launcher (eugr/spark-vllm-docker)
+# and sparkrun set it on Sparks: NCCL then does not pin its threads to the CPU set its topology
+# detection gives the GPU, which on the GB10's ten big and ten little cores of one socket is a guess
+# (N1).
+COMMON_ENV = {'NCCL_IGNORE_CPU_AFFINITY': '1'}
 
 
 # What a container needs for NCCL to open the RoCE devices (N1, issue 26): the verbs device nodes,
@@ -248,8 +257,8 @@ ENV_RULES = {
     'MASTER_ADDR': 'N3',
     'NCCL_NET_GDR_LEVEL': 'N2',
     'NCCL_NET_PLUGIN': 'N1', 'NCCL_IB_HCA': 'N1', 'NCCL_IB_ROCE_VERSION_NUM': 'N1',
-    'NCCL_IB_TIMEOUT': 'N1',
-    'NCCL_P2P_DISABLE': 'N4', 'NCCL_NET': 'N4',
+    'NCCL_IB_TIMEOUT': 'N1', 'NCCL_IGNORE_CPU_AFFINITY': 'N1',
+    'NCCL_P2P_DISABLE': 'N4',
     'NCCL_IB_ADDR_FAMILY': 'N6', 'NCCL_IB_ADDR_RANGE': 'N6', 'NCCL_IB_SUBNET_AWARE_ROUTING': 'N6',
     'NCCL_IB_MERGE_NICS': 'N6',
     # NCCL's init log, which the deploy reads to see the transport NCCL took (N5); part of pinning
@@ -263,6 +272,8 @@ def env_rule(key, wanted):
     variable the deploy does not write is N1's (the file pins NCCL, N1)."""
     if key == 'NCCL_IB_DISABLE':
         return 'N4' if wanted.get(key) == '1' else 'N1'
+    if key == 'NCCL_NET':
+        return 'N4' if wanted.get(key) == 'Socket' else 'N1'
     if key == 'NCCL_IB_GID_INDEX':
         return 'N6' if 'NCCL_IB_ADDR_RANGE' in wanted else 'N1'
     return ENV_RULES.get(key, 'N1')
@@ -292,6 +303,7 @@ def nccl_env(transport, iface, address, head_address=None, hcas=(), gid_index=No
         env['MASTER_ADDR'] = head_address
     env.update({'NCCL_NET_PLUGIN': 'none', 'NCCL_NET_GDR_LEVEL': '0',
                 'NCCL_DEBUG': 'INFO', 'NCCL_DEBUG_SUBSYS': 'INIT,NET'})
+    env.update(COMMON_ENV)
     if transport == 'socket':
         env.update({'NCCL_IB_DISABLE': '1', 'NCCL_P2P_DISABLE': '1', 'NCCL_NET': 'Socket'})
         return env

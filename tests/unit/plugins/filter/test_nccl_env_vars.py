@@ -35,7 +35,8 @@ def test_the_deployed_roce_file():
     assert render('roce', hcas=['roceP2p1s0f1', 'rocep1s0f1'], gid=3) == HEADER % 'roce' + (
         COMMON.format(iface='enp1s0f1np1')
         + 'NCCL_IB_DISABLE=0\nNCCL_IB_GID_INDEX=3\nNCCL_IB_HCA=roceP2p1s0f1,rocep1s0f1\n'
-        'NCCL_IB_ROCE_VERSION_NUM=2\nNCCL_IB_TIMEOUT=22\nNCCL_NET_GDR_LEVEL=0\nNCCL_NET_PLUGIN=none\n'
+        'NCCL_IB_ROCE_VERSION_NUM=2\nNCCL_IB_TIMEOUT=22\nNCCL_IGNORE_CPU_AFFINITY=1\nNCCL_NET=IB\nNCCL_NET_GDR_LEVEL=0\n'
+        'NCCL_NET_PLUGIN=none\n'
         'NCCL_SOCKET_IFNAME=enp1s0f1np1\nOMPI_MCA_btl_tcp_if_include=enp1s0f1np1\nTP_SOCKET_IFNAME=enp1s0f1np1\n'
         'UCX_NET_DEVICES=enp1s0f1np1\nVLLM_HOST_IP=10.0.0.2\n')
 
@@ -49,6 +50,10 @@ def test_the_deployed_ring_and_socket_files():
     sockets = variables(render('socket', extra={'NCCL_SOCKET_NTHREADS': '4'}))
     assert {k: sockets[k] for k in ('NCCL_IB_DISABLE', 'NCCL_P2P_DISABLE', 'NCCL_NET')} == {
         'NCCL_IB_DISABLE': '1', 'NCCL_P2P_DISABLE': '1', 'NCCL_NET': 'Socket'}
+    assert env_rule('NCCL_NET', sockets) == 'N4' and env_rule('NCCL_NET', ring) == 'N1'
+    # N1: over RoCE NCCL takes the IB network or fails at init, never sockets in silence; every
+    # transport leaves NCCL's CPU pinning off, as the field's launchers do.
+    assert ring['NCCL_NET'] == 'IB' and ring['NCCL_IGNORE_CPU_AFFINITY'] == sockets['NCCL_IGNORE_CPU_AFFINITY'] == '1'
     assert sockets['NCCL_SOCKET_NTHREADS'] == '4' and 'NCCL_IB_HCA' not in sockets
 
 
@@ -57,7 +62,7 @@ def test_every_variable_the_file_writes_has_its_rule():
                  render('roce_ring', hcas=['rocep1s0f0'], addr_range='192.168.96.0/20')):
         wanted = variables(text)
         for key in wanted:
-            assert key in ENV_RULES or key in ('NCCL_IB_DISABLE', 'NCCL_IB_GID_INDEX'), key
+            assert key in ENV_RULES or key in ('NCCL_IB_DISABLE', 'NCCL_IB_GID_INDEX', 'NCCL_NET'), key
             assert env_rule(key, wanted) in ('N1', 'N2', 'N3', 'N4', 'N6')
 
 

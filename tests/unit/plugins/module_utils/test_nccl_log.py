@@ -132,6 +132,19 @@ def test_device_machine_roce_profile_without_rdma_falls_back_to_socket(nccl_log)
     assert 'NCCL_IB_HCA' in problem and 'rules N1, N5' in problem
 
 
+def test_device_machine_roce_profile_with_net_ib_fails_instead_of_falling_back(nccl_log, fixture_path):
+    # The same machine kind (H200, NCCL 2.28.9, no RDMA device), the env nccl_env now renders for
+    # roce: NCCL_NET=IB. NCCL finds no IB device and stops ("Failed to initialize any NET plugin",
+    # exit status 1) instead of taking sockets; without NCCL_NET it took sockets and ran (N1, N5).
+    with open(fixture_path('nccl', 'device_h200_roce_profile_net_ib_no_rdma.log')) as handle:
+        text = handle.read()
+    assert 'NCCL WARN Failed to initialize any NET plugin' in text and text.rstrip().endswith('exit status 1')
+    (proc,) = nccl_log('device_h200_roce_profile_net_ib_no_rdma.log')['processes']
+    assert proc['ib_failed'] and proc['net'] is None
+    (fell_back,) = nccl_log('device_h200_roce_profile_no_net_no_rdma.log')['processes']
+    assert fell_back['ib_failed'] and fell_back['net'] == 'Socket'
+
+
 @pytest.mark.parametrize('name', ['device_h100_socket_profile.log', 'device_h100_default_env.log'])
 def test_device_machine_socket(nccl_log, name):
     parsed = nccl_log(name)
