@@ -131,13 +131,33 @@ def modinfo_version(data):
     return match.group(1).decode('ascii') if match else None
 
 
-def plan(kernel, how, modules, branch, running=None):
-    """The verdict for a reboot: {kernel, how, running, modules, ok, problem, fix}.
+PACKAGINGS = ('dkms', 'prebuilt')
+# DGX OS ships the driver's kernel modules prebuilt, one package per kernel, which an OTA installs
+# with its kernel; DKMS builds them on the node into updates/dkms/ (the alternative).
+PREBUILT_PACKAGE = 'linux-modules-nvidia-%s-open-%s'
+
+
+def module_fix(packaging, branch, kernel):
+    """How the next kernel gets the pinned driver's modules, on the node's packaging."""
+    prebuilt = ('install that kernel\'s module package before the reboot: sudo apt-get install %s (DGX OS ships '
+                'the modules prebuilt per kernel)' % (PREBUILT_PACKAGE % (branch, kernel)))
+    dkms = ('build them before the reboot: sudo apt-get install linux-headers-%s && sudo dkms autoinstall -k %s '
+            '(DKMS)' % (kernel, kernel))
+    if packaging == 'prebuilt':
+        return prebuilt + ', then run the playbook again'
+    if packaging == 'dkms':
+        return dkms + ', then run the playbook again'
+    return '%s; or, where the modules come from DKMS, %s; then run the playbook again' % (prebuilt, dkms)
+
+
+def plan(kernel, how, modules, branch, running=None, packaging=None):
+    """The verdict for a reboot: {kernel, how, running, modules, packaging, ok, problem, fix}.
 
     modules: [{path, version}] of every nvidia.ko* under /lib/modules/<kernel>. ok when one of
-    them is of the pinned branch (its version starts with '<branch>.')."""
+    them is of the pinned branch (its version starts with '<branch>.'). packaging: how the node
+    gets its modules (PACKAGINGS), which the fix follows; None names both ways."""
     out = {'kernel': kernel, 'how': how, 'running': running, 'modules': modules, 'branch': branch,
-           'ok': False, 'problem': None, 'fix': None}
+           'packaging': packaging, 'ok': False, 'problem': None, 'fix': None}
     if kernel is None:
         out['problem'] = ('cannot tell which kernel the node boots next (%s), so a reboot could come back '
                           'without the NVIDIA driver (rule H1)' % how)
@@ -148,8 +168,7 @@ def plan(kernel, how, modules, branch, running=None):
     if any(v and v.split('.')[0] == str(branch) for v in versions):
         out['ok'] = True
         return out
-    fix = ('build them before the reboot: sudo apt-get install linux-headers-%s && sudo dkms autoinstall -k %s '
-           '(DKMS, as nvidia_driver installs the driver), then run the playbook again' % (kernel, kernel))
+    fix = module_fix(packaging, branch, kernel)
     if not modules:
         out['problem'] = ('the next boot is kernel %s (%s), which has no NVIDIA kernel module (no nvidia.ko* '
                           'under /lib/modules/%s): the node would come back without its GPU (rule H1)'
@@ -179,10 +198,22 @@ def _file_version(path):
         return None
 
 
-def inspect(root, branch, modinfo=None, running=None):
+def packaging_of(root, running=None):
+    """How the node's NVIDIA modules got there, read from the files: 'dkms' when they sit under a
+    kernel's updates/dkms/ (where DKMS installs them), 'prebuilt' when they sit elsewhere (a module
+    package's place), the running kernel's first; None when the node has none."""
+    found = glob.glob(os.path.join(root, 'lib', 'modules', '*', '**', 'nvidia.ko*'), recursive=True)
+    if not found:
+        return None
+    mine = [path for path in found if running and os.sep + running + os.sep in path] or found
+    return 'dkms' if any(os.sep + os.path.join('updates', 'dkms') + os.sep in path for path in mine) else 'prebuilt'
+
+
+def inspect(root, branch, modinfo=None, running=None, packaging=None):
     """plan() for the node whose file system is at root: the kernel GRUB boots next and the
     nvidia.ko* under its /lib/modules. modinfo(path) gives a module's version (modinfo -F version)
-    or None, in which case the file's own .modinfo strings are read (an uncompressed .ko)."""
+    or None, in which case the file's own .modinfo strings are read (an uncompressed .ko).
+    packaging: the node's (PACKAGINGS), None reads it from the files (packaging_of)."""
     boot = os.path.join(root, 'boot')
     names = sorted(os.listdir(boot)) if os.path.isdir(boot) else []
     kernel, how = next_kernel(_read_text(os.path.join(boot, 'grub', 'grub.cfg')),
@@ -193,4 +224,4 @@ def inspect(root, branch, modinfo=None, running=None):
         found = glob.glob(os.path.join(root, 'lib', 'modules', kernel, '**', 'nvidia.ko*'), recursive=True)
         modules = [{'path': path, 'version': (modinfo(path) if modinfo else None) or _file_version(path)}
                    for path in sorted(found)]
-    return plan(kernel, how, modules, branch, running=running)
+    return plan(kernel, how, modules, branch, running=running, packaging=packaging or packaging_of(root, running))

@@ -39,6 +39,14 @@ options:
       - The pinned driver branch (C(nvidia_driver_branch)), for example C(580).
     type: str
     required: true
+  packaging:
+    description:
+      - How the node gets its NVIDIA modules, which the fix follows. C(prebuilt) is DGX OS's own way, a
+        C(linux-modules-nvidia-<branch>-open-<kernel>) package per kernel; C(dkms) builds them on the node.
+      - C(auto) reads it from the files (modules under a kernel's C(updates/dkms/) are DKMS's).
+    type: str
+    choices: [auto, dkms, prebuilt]
+    default: auto
 extends_documentation_fragment:
   - gb10.serving.attributes
   - gb10.serving.attributes.read_only
@@ -72,6 +80,11 @@ running:
   returned: always
   type: str
   sample: 6.11.0-1016-nvidia
+packaging:
+  description: How the node gets its modules (C(dkms), C(prebuilt)), null where it has none.
+  returned: always
+  type: str
+  sample: prebuilt
 branch:
   description: The branch the modules must be of (O(branch)).
   returned: always
@@ -95,7 +108,7 @@ fix:
   description: What to run before the reboot, or null.
   returned: always
   type: str
-  sample: "build them before the reboot: sudo apt-get install linux-headers-6.17.0-1008-nvidia && ..."
+  sample: "install that kernel's module package before the reboot: sudo apt-get install linux-modules-nvidia-580-open-6.17.0-1008-nvidia ..."
 '''
 
 import platform
@@ -109,6 +122,7 @@ def main():
         argument_spec=dict(
             root=dict(type='path', default='/'),
             branch=dict(type='str', required=True),
+            packaging=dict(type='str', default='auto', choices=['auto', 'dkms', 'prebuilt']),
         ),
         supports_check_mode=True,
     )
@@ -121,7 +135,9 @@ def main():
         rc, out, unused_err = module.run_command([modinfo_bin, '-F', 'version', path])
         return out.strip().splitlines()[0] if rc == 0 and out.strip() else None
 
-    result = inspect(module.params['root'], module.params['branch'], modinfo, running=platform.release())
+    packaging = module.params['packaging']
+    result = inspect(module.params['root'], module.params['branch'], modinfo, running=platform.release(),
+                     packaging=None if packaging == 'auto' else packaging)
     module.exit_json(changed=False, **result)
 
 

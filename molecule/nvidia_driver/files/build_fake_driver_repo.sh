@@ -8,6 +8,13 @@
 #   590.44.01           the renamed 590 packages (branch suffix dropped: nvidia-driver-open,
 #                       libnvidia-compute, nvidia-utils, nvidia-dkms-open) and nvidia-open 590:
 #                       what `apt upgrade` would pull in on an unpinned node
+#   DGX OS's packaging (issue 48): the driver's kernel modules prebuilt per kernel,
+#   linux-modules-nvidia-580-open-<kernel> (its version the kernel's + the driver's, its module at
+#   /lib/modules/<kernel>/kernel/nvidia-580-open/nvidia.ko with the driver's version in its
+#   .modinfo strings), each needing the nvidia-kernel-common-580 of its driver build; kernels
+#   linux-image-<kernel> (/boot/vmlinuz-<kernel>); and the kernel metapackage linux-nvidia: 1 is
+#   6.11.0-1016-nvidia with 580.95.05, 2 (the "OTA") 6.17.0-1008-nvidia with 580.142, both kernels'
+#   module packages rebuilt for 580.142. 6.17.0-1010-nvidia has no module package at all.
 # nvidia-utils* ship a fake /usr/bin/nvidia-smi that prints its own driver version, as the real
 # one prints the loaded driver's. Usage: build_fake_driver_repo.sh REPO_DIR
 set -eu
@@ -44,17 +51,41 @@ esac
 SMI
       chmod 755 "$dir/usr/bin/nvidia-smi"
       ;;
+    linux-image-*)
+      mkdir -p "$dir/boot"
+      echo "test fixture kernel ${name#linux-image-}" >"$dir/boot/vmlinuz-${name#linux-image-}"
+      ;;
+    linux-modules-nvidia-*)
+      kernel=${name#linux-modules-nvidia-580-open-} driver=${version#*+}
+      mkdir -p "$dir/lib/modules/$kernel/kernel/nvidia-580-open"
+      printf '\177ELF test fixture\000license=Dual MIT/GPL\000version=%s\000' "$driver" \
+        >"$dir/lib/modules/$kernel/kernel/nvidia-580-open/nvidia.ko"
+      ;;
   esac
   dpkg-deb --root-owner-group --build "$dir" "$repo/${name}_${version}_all.deb" >/dev/null
 }
 
 for v in 580.95.05-0ubuntu1 580.142-0ubuntu1; do
   pkg libnvidia-compute-580 "$v" "" ""
-  pkg nvidia-dkms-580-open "$v" "" ""
+  pkg nvidia-kernel-common-580 "$v" "" ""
+  pkg nvidia-dkms-580-open "$v" "nvidia-kernel-common-580 (= $v)" ""
   pkg nvidia-utils-580 "$v" "libnvidia-compute-580 (= $v)" ""
-  pkg nvidia-driver-580-open "$v" "libnvidia-compute-580 (= $v), nvidia-utils-580 (= $v), nvidia-dkms-580-open (= $v)" ""
-  pkg nvidia-open "$v" "nvidia-driver-580-open (= $v)" ""
+  pkg nvidia-driver-580-open "$v" "libnvidia-compute-580 (= $v), nvidia-utils-580 (= $v), nvidia-kernel-common-580 (= $v)" ""
+  pkg nvidia-open "$v" "nvidia-driver-580-open (= $v), nvidia-dkms-580-open (= $v)" ""
 done
+# kernel, its package version
+for kv in 6.11.0-1016-nvidia:6.11.0-1016.16 6.17.0-1008-nvidia:6.17.0-1008.8 6.17.0-1010-nvidia:6.17.0-1010.10; do
+  pkg "linux-image-${kv%%:*}" "${kv#*:}" "" ""
+done
+# kernel, its package version, driver build
+for kvd in 6.11.0-1016-nvidia:6.11.0-1016.16:580.95.05 6.11.0-1016-nvidia:6.11.0-1016.16:580.142 \
+           6.17.0-1008-nvidia:6.17.0-1008.8:580.142; do
+  k=${kvd%%:*} rest=${kvd#*:}
+  pkg "linux-modules-nvidia-580-open-$k" "${rest%%:*}+${rest#*:}" \
+    "linux-image-$k, nvidia-kernel-common-580 (= ${rest#*:}-0ubuntu1)" ""
+done
+pkg linux-nvidia 1 "linux-image-6.11.0-1016-nvidia, linux-modules-nvidia-580-open-6.11.0-1016-nvidia" ""
+pkg linux-nvidia 2 "linux-image-6.17.0-1008-nvidia, linux-modules-nvidia-580-open-6.17.0-1008-nvidia" ""
 v=590.44.01-0ubuntu1
 pkg libnvidia-compute "$v" "" "libnvidia-compute-580"
 pkg nvidia-dkms-open "$v" "" "nvidia-dkms-580-open"

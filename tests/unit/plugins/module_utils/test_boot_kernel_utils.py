@@ -5,7 +5,7 @@
 import pytest
 
 from ansible_collections.gb10.serving.plugins.module_utils.boot_kernel import (
-    grub_default, menu, modinfo_version, next_kernel, plan, version_key)
+    grub_default, menu, modinfo_version, next_kernel, packaging_of, plan, version_key)
 
 NEW, OLD = '6.17.0-1008-nvidia', '6.11.0-1016-nvidia'
 VMLINUZ = ['config-%s' % OLD, 'initrd.img-%s' % NEW, 'vmlinuz-%s' % OLD, 'vmlinuz-%s' % NEW, 'grub']
@@ -97,3 +97,26 @@ def test_modules_of_another_branch_are_refused_naming_them():
     assert '%s (590.44.01), not of the pinned branch 580 (nvidia_driver_branch)' % path in verdict['problem']
     # A branch is the version's first number: 5800.1 is not 580.
     assert not plan(NEW, 'how', [{'path': path, 'version': '5800.1'}], '580')['ok']
+
+
+def test_on_dgx_os_packaging_the_fix_is_the_next_kernels_module_package():
+    # DGX OS ships the modules prebuilt per kernel (linux-modules-nvidia-580-open-<kernel>); DKMS
+    # there would build a second, unsigned module.
+    verdict = plan(NEW, 'the newest kernel in /boot', [], '580', packaging='prebuilt')
+    assert 'sudo apt-get install linux-modules-nvidia-580-open-%s' % NEW in verdict['fix']
+    assert 'dkms' not in verdict['fix']
+    either = plan(NEW, 'the newest kernel in /boot', [], '580')['fix']
+    assert 'linux-modules-nvidia-580-open-%s' % NEW in either and 'dkms autoinstall -k %s' % NEW in either
+
+
+def test_the_packaging_is_read_from_where_the_running_kernels_module_sits(tmp_path):
+    def module(kernel, *where):
+        folder = tmp_path.joinpath('lib', 'modules', kernel, *where)
+        folder.mkdir(parents=True)
+        (folder / 'nvidia.ko').write_bytes(b'\x00version=580.142\x00')
+
+    assert packaging_of(str(tmp_path), OLD) is None
+    module(OLD, 'kernel', 'nvidia-580-open')
+    assert packaging_of(str(tmp_path), OLD) == 'prebuilt'
+    module(NEW, 'updates', 'dkms')
+    assert packaging_of(str(tmp_path), NEW) == 'dkms' and packaging_of(str(tmp_path), OLD) == 'prebuilt'
