@@ -72,7 +72,7 @@ def parse_probe_output(text):
     return sorted(results, key=lambda result: result['rank'])
 
 
-def rated_floor(transport, hca_count, floor_gbit, share, twin_gbit):
+def rated_floor(transport, hca_count, floor_gbit, share, twin_gbit, bonded=False):
     """The floor for what the link is rated for (issue 26) -> (floor Gb/s, why or None).
 
     A ConnectX-7 twin of a Spark is a PCIe x4 link of twin_gbit (100) Gb/s. roce: NCCL runs over
@@ -80,17 +80,25 @@ def rated_floor(transport, hca_count, floor_gbit, share, twin_gbit):
     200); roce_ring: a node's HCAs are split over its two peers, and a ring all-reduce moves
     through one cable at a time, rated hca_count / 2 x twin_gbit. The floor is the larger of
     floor_gbit and share x that rating, so a link at half its rate (one twin of a pair carrying
-    everything) is refused with both figures. socket, no HCA or share 0: floor_gbit as given.
+    everything) is refused with both figures. bonded: the twins bonded into one interface (cluster
+    link mode bond), rated as one twin whatever NCCL_IB_HCA names: RDMA over a bond of the two
+    PCIe halves runs over one of them at a time, and the field's working bond0 measured 109 Gb/s
+    RDMA against ~190 over both twins unbonded. socket, no HCA or share 0: floor_gbit as given.
     """
     if transport not in ('roce', 'roce_ring') or not hca_count or not share:
         return float(floor_gbit), None
-    links = hca_count / 2.0 if transport == 'roce_ring' else float(hca_count)
+    if bonded:
+        links = 1.0
+    else:
+        links = hca_count / 2.0 if transport == 'roce_ring' else float(hca_count)
     rated = links * twin_gbit
     if share * rated <= floor_gbit:
         return float(floor_gbit), None
-    return share * rated, ('%g x %g Gb/s rated: %d RoCE HCA(s) x %g Gb/s%s'
-                           % (share, rated, hca_count, twin_gbit,
-                              ', half of them per peer cable' if transport == 'roce_ring' else ''))
+    return share * rated, ('%g x %g Gb/s rated: %s%s'
+                           % (share, rated,
+                              'a bond of the twins, RDMA over one at a time, %g Gb/s' % twin_gbit if bonded
+                              else '%d RoCE HCA(s) x %g Gb/s' % (hca_count, twin_gbit),
+                              ', half of them per peer cable' if transport == 'roce_ring' and not bonded else ''))
 
 
 def below_floor(result, floor_gbit, why=None):

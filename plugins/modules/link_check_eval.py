@@ -62,6 +62,12 @@ options:
     description: The RoCE devices of C(NCCL_IB_HCA); NCCL on others is a problem (N1).
     type: list
     elements: str
+  bonded:
+    description:
+      - The twins are bonded into one interface (cluster link mode C(bond)); the link is rated as one twin, since
+        RDMA over the bond runs over one of them at a time (a working bond0 measured 109 Gb/s RDMA).
+    type: bool
+    default: false
 seealso:
   - module: gb10.serving.roce_facts
 extends_documentation_fragment:
@@ -159,6 +165,7 @@ def main():
             tcp_share=dict(type='float', default=0.0),
             cluster_iface=dict(type='str'),
             hcas=dict(type='list', elements='str'),
+            bonded=dict(type='bool', default=False),
         ),
         supports_check_mode=True,
     )
@@ -167,7 +174,7 @@ def main():
         probe = parse_probe_output(params['output'])[0]
         busbw = gbit_per_s(bus_bandwidth(probe['bytes'], probe['seconds_per_iter'], probe['world_size'])[1])
         floor, why = rated_floor(params['transport'], len(params['hcas'] or []), params['floor_gbit'],
-                                 params['rated_share'], params['twin_gbit'])
+                                 params['rated_share'], params['twin_gbit'], bonded=params['bonded'])
         low = below_floor(probe, floor, why)
         low_share = below_tcp_share(probe, params['tcp_share'])
         tcp_gbit, tcp_errors = tcp_reference(probe)

@@ -99,6 +99,16 @@ def test_rated_floor_per_transport_and_hca_count():
     assert 'half of them per peer cable' in rated_floor('roce_ring', 4, 50, 0.6, 100)[1]
     # socket, no HCA list, no share, or a fixed floor above the share: the fixed floor.
     assert rated_floor('socket', 2, 2, 0.6, 100) == (2.0, None)
+
+
+def test_a_bond_of_the_twins_is_rated_as_one_twin():
+    # The field's working bond0 (two Sparks, the twins bonded) measured 109 Gb/s RDMA: rated as the
+    # pair its NCCL_IB_HCA names (120) it was refused; as one twin (60) it passes, and a bond at
+    # half its rate (~55) is still refused.
+    assert rated_floor('roce', 2, 50, 0.6, 100)[0] > 109
+    floor, why = rated_floor('roce', 2, 50, 0.6, 100, bonded=True)
+    assert floor == 60.0 and 'a bond of the twins' in why
+    assert 109 / 2 < floor < 109
     assert rated_floor('roce', 0, 50, 0.6, 100) == (50.0, None)
     assert rated_floor('roce', 2, 50, 0, 100) == (50.0, None)
     assert rated_floor('roce', 1, 80, 0.6, 100) == (80.0, None)
