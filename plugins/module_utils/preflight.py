@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gb10.serving.plugins.module_utils.fit import FitError, fit_plan
+from ansible_collections.gb10.serving.plugins.module_utils.profile import COMMIT
 
 UTILIZATION_CEILING = 0.90
 KNOWN_GOOD_DRIVER_BRANCH = '580'
@@ -224,7 +225,9 @@ def preflight_notes(nodes):
                          % (node['host'], node.get('cluster_ip') or '(unset)', node['cluster_iface']))
     if nodes and not any(n.get('model_present') for n in nodes) and nodes[0].get('model_download'):
         notes.append('host %s: the model is on no host yet; model_sync downloads it here from the Hub '
-                     '(gb10_model_download is true), then copies it to the others (M3).' % nodes[0]['host'])
+                     '(gb10_model_download is true), at commit %s, checks every file against the Hub\'s record '
+                     'of that commit, then copies it to the others (M3).'
+                     % (nodes[0]['host'], nodes[0].get('model_revision') or '(none)'))
     return notes
 
 
@@ -277,7 +280,19 @@ def check_rdma(node):
 
 def check_model(profile, nodes):
     """The model must be somewhere: model_sync copies it from the first host (M3), or downloads it
-    there first when that host's model_download is set (gb10_model_download; a note then)."""
+    there first when that host's model_download is set (gb10_model_download; a note then), at a
+    commit (model_revision: gb10_model_revision or the profile's model.revision), never a moving
+    branch (issue 47)."""
+    if nodes and not any(n.get('model_present') for n in nodes) and nodes[0].get('model_download'):
+        revision = nodes[0].get('model_revision') or ''
+        if not COMMIT.match(revision):
+            repo = profile['model']['repo']
+            return ['host %s: gb10_model_download would fetch %s from the Hub at %s: a download takes one commit, '
+                    'never a branch or tag, which moves (and with it the model\'s own code). Fix: look up the '
+                    'commit you have reviewed (curl -s https://huggingface.co/api/models/%s/revision/main prints '
+                    'it as "sha"; a gated repository needs -H "Authorization: Bearer <your token>"), then set '
+                    'gb10_model_revision to it, or model.revision in profile %s.'
+                    % (nodes[0]['host'], repo, repr(revision) if revision else 'no revision', repo, profile['name'])]
     if nodes and not any(n.get('model_present') for n in nodes) and not nodes[0].get('model_download'):
         return ['hosts %s: model.path %s of profile %s is absent on every host. Fix: download %s to %s on '
                 'the first host (%s), or set gb10_model_download: true (with gb10_hf_token in ansible-vault '

@@ -28,6 +28,9 @@ RAY_CARRIED_PREFIXES = ('VLLM_', 'NCCL_', 'FLASH_ATTENTION_', 'LMCACHE_', 'UCX_'
 RAY_CARRIED_NAMES = ('PYTHONHASHSEED',)
 CHECKPOINT_FORMATS = ('bf16', 'fp16', 'fp32', 'fp8', 'nvfp4', 'mxfp4', 'gptq-int4', 'mixed-fp4-fp8')
 RULE_ID = re.compile(r'\b[AHNRVSMO][0-9]{1,2}\b')
+# A Hub commit, as model.revision names it (issue 47): a branch or tag moves, and with trust-remote-code
+# the model's own code comes with the files.
+COMMIT = re.compile(r'^[0-9a-f]{40}$')
 
 # Top-level overlay keys and, for dicts, which sub-keys an overlay may touch (None: any).
 OVERLAY_KEYS = {
@@ -188,6 +191,9 @@ def validate_profile(profile, source='<profile>'):
     _need(model.get('checkpoint_format') in CHECKPOINT_FORMATS, source, 'model.checkpoint_format',
           'must be one of %s' % ', '.join(CHECKPOINT_FORMATS))
     _validate_shape(model.get('shape'), source)
+    _need('revision' not in model or (isinstance(model['revision'], str) and COMMIT.match(model['revision'])), source,
+          'model.revision', 'must be a 40-digit commit of model.repo, not a branch or tag (a moving revision brings '
+          'other files, and the model\'s own code, A1/M3)')
 
     for key in ('nodes', 'tensor_parallel_size', 'readiness_timeout_s'):
         _need(_is_int(profile.get(key)) and profile[key] >= 1, source, key, 'must be an integer >= 1')

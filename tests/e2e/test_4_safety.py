@@ -578,6 +578,7 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
         time.sleep(0.5)
     playbook = role_playbook(tmp_path, "model_sync", model_sync_path=path, model_sync_download=True, model_sync_repo=repo,
                              model_sync_download_image=sim_cluster.image_name,
+                             model_sync_revision="0123456789abcdef0123456789abcdef01234567",  # fake_hub.COMMIT
                              model_sync_hub_endpoint="http://%s:%d" % (CLIENT_IP, HUB_PORT))
     try:
         refused = run_playbook(playbook, sim_cluster.inventory, timeout=600)

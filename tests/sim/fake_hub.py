@@ -2,9 +2,13 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A stand-in for the Hugging Face Hub, for tests only: no hub is reachable from the test machine.
 
-Serves the files of one directory as the private model repository REPO at one commit, through the
-parts of the Hub's HTTP API that huggingface_hub's ``snapshot_download`` uses (repo info, tree
-listing, resolve with HEAD/GET and Range). Every request must carry ``Authorization: Bearer
+Serves the files of one directory as the private model repository REPO at one commit (COMMIT,
+whatever revision is asked), through the parts of the Hub's HTTP API that huggingface_hub's
+``snapshot_download`` and ``model_info(files_metadata=True)`` use (repo info, with each file's size,
+git blob id and, for *.safetensors, LFS SHA-256 when ``blobs`` is asked, as the Hub gives them; tree
+listing; resolve with HEAD/GET and Range). The record is taken when the server starts and the files
+are read when asked, so a file changed after the start is served as a Hub mirror that tampered
+with it would serve it. Every request must carry ``Authorization: Bearer
 TOKEN``; others get 401, as a gated repository answers. Each request is logged to stdout as one
 JSON line (method, path, whether the token matched), which is what a test reads.
 
@@ -31,6 +35,17 @@ def files_of(root):
             data = open(path, "rb").read()
             blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
             out[os.path.relpath(path, root)] = (len(data), blob, hashlib.sha256(data).hexdigest())
+    return out
+
+
+def sibling(name, record, blobs):
+    """A file as the Hub's repo info lists it; with blobs, its size, blob id and LFS record."""
+    if not blobs:
+        return {"rfilename": name}
+    size, blob, sha256 = record
+    out = {"rfilename": name, "size": size, "blobId": blob}
+    if name.endswith(".safetensors"):
+        out["lfs"] = {"size": size, "sha256": sha256, "pointerSize": 134}
     return out
 
 
@@ -70,8 +85,9 @@ def make_handler(root, repo, token):
                                   {"Content-Type": "application/json", "X-Error-Code": "GatedRepo"}, head)
             info = re.fullmatch(r"/api/models/%s/revision/[^/]+" % re.escape(repo), path)
             if info or path == "/api/models/%s" % repo:
+                blobs = "blobs=" in (urlparse(self.path).query or "")
                 return self._json({"id": repo, "modelId": repo, "sha": COMMIT, "private": True,
-                                   "siblings": [{"rfilename": f} for f in sorted(files)]}, head)
+                                   "siblings": [sibling(f, files[f], blobs) for f in sorted(files)]}, head)
             tree = re.fullmatch(r"/api/models/%s/tree/[^/]+(/.*)?" % re.escape(repo), path)
             if tree:
                 return self._json([{"type": "file", "oid": blob, "size": size, "path": name,

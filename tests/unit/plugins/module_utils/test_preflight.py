@@ -193,12 +193,31 @@ def test_model_absent_everywhere_is_a_note_when_it_will_be_downloaded():
     for n in nodes:
         n['model_present'] = False
     nodes[0]['model_download'] = True
+    nodes[0]['model_revision'] = COMMIT
     assert problems(nodes=nodes) == []
     assert PF.preflight_notes(nodes) == [
         'host spark1: the model is on no host yet; model_sync downloads it here from the Hub '
-        '(gb10_model_download is true), then copies it to the others (M3).']
+        '(gb10_model_download is true), at commit %s, checks every file against the Hub\'s record of that '
+        'commit, then copies it to the others (M3).' % COMMIT]
     nodes[0]['model_download'] = False
     one(problems(nodes=nodes), 'absent on every host', 'gb10_model_download: true')
+
+
+COMMIT = '0123456789abcdef0123456789abcdef01234567'
+
+
+@pytest.mark.parametrize('revision', ['', 'main', 'v1.0', COMMIT[:12], COMMIT.upper()])
+def test_a_download_of_a_moving_or_short_revision_is_refused_with_the_lookup(revision):
+    # Issue 47: a download takes one commit; a branch or tag moves, and the model's own code with it.
+    nodes = pair()
+    for n in nodes:
+        n['model_present'] = False
+    nodes[0]['model_download'] = True
+    nodes[0]['model_revision'] = revision
+    one(problems(nodes=nodes), 'host spark1: gb10_model_download would fetch saricles/MiniMax-M2.7-NVFP4-GB10-AC',
+        'never a branch or tag',
+        'curl -s https://huggingface.co/api/models/saricles/MiniMax-M2.7-NVFP4-GB10-AC/revision/main',
+        'set gb10_model_revision to it, or model.revision in profile minimax-m27-nvfp4')
 
 
 def test_m27_fp8_does_not_fit():

@@ -191,6 +191,15 @@ def test_a_pinned_image_passes(image):
     assert P.load('minimax-m27-nvfp4', _broken(lambda p: p.update({'image': image})))['image'] == image
 
 
+@pytest.mark.parametrize('revision', ['main', 'refs/pr/1', '0123456789ab', 'F' * 40])
+def test_a_model_revision_that_is_no_commit_is_refused(revision):
+    # Issue 47: a profile names the commit it was reviewed at, never a branch or tag.
+    with pytest.raises(P.ProfileError, match=r'model.revision: must be a 40-digit commit of model.repo'):
+        P.load('minimax-m27-nvfp4', _broken(lambda p: p['model'].update({'revision': revision})))
+    commit = '0123456789abcdef0123456789abcdef01234567'
+    assert P.load('minimax-m27-nvfp4', _broken(lambda p: p['model'].update({'revision': commit})))['model']['revision'] == commit
+
+
 def test_tp_must_be_a_multiple_of_nodes():
     raw = _broken(lambda p: p.update({'tensor_parallel_size': 3}))
     with pytest.raises(P.ProfileError, match=r'TP 3 over 2 nodes'):
