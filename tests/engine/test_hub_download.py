@@ -37,7 +37,7 @@ def hub(tmp_path):
 def download(endpoint, commit, dest):
     env = dict(os.environ, HF_ENDPOINT=endpoint, HF_TOKEN=TOKEN, HF_HUB_DISABLE_TELEMETRY='1', HF_HUB_OFFLINE='0',
                HF_HOME=str(dest) + '-hf-home')
-    done = subprocess.run([sys.executable, SCRIPT, REPO, commit, str(dest)], env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, SCRIPT, REPO, commit, str(dest)], env=env, capture_output=True, text=True, check=False,
                           timeout=300)
     lines = [line for line in done.stdout.splitlines() if line.startswith('GB10_HUB_DOWNLOAD ')]
     assert len(lines) == 1, (done.stdout, done.stderr)
