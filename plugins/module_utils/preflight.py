@@ -219,6 +219,11 @@ def preflight_notes(nodes):
             notes.append('host %s: driver %s will be replaced by %s.x in host prep (H1): %s; preflight_host_prep_follows '
                          'is true and nvidia_driver_install is true for this host.'
                          % (node['host'], wrong[0], KNOWN_GOOD_DRIVER_BRANCH, wrong[1]))
+        if node.get('cluster_iface') and _read(node) and _slow(node) and _coordinates_only(node):
+            notes.append('host %s: gb10_cluster_iface %s runs at %d Mb/s: on the 3-node ring it carries only '
+                         'coordination (Gloo, Ray, MASTER_ADDR); NCCL\'s data takes the ConnectX-7 mesh (roce_ring, '
+                         'N6), which the link check and NCCL\'s own log check after host prep (N5).'
+                         % (node['host'], node['cluster_iface'], node['iface']['speed']))
         if node.get('cluster_iface') and _link_awaits_host_prep(node):
             notes.append('host %s: gb10_cluster_ip %s is not on gb10_cluster_iface %s yet; role cluster_link '
                          'configures the link in host prep and verifies it from every node (N3, N5).'
@@ -236,8 +241,9 @@ def check_interface(node, min_mbps=MIN_CLUSTER_LINK_MBPS):
     not the 1 GbE management NIC."""
     host, name, iface = node['host'], node.get('cluster_iface'), node.get('iface') or {}
     if not name:
-        return ['host %s: gb10_cluster_iface is not set. Fix: set it to the cluster link (the interface '
-                'ibdev2netdev shows "(Up)", e.g. enP7s7 or bond0).' % host]
+        return ['host %s: gb10_cluster_iface is not set. Fix: set it to the cluster link: a ConnectX-7 port '
+                'ibdev2netdev shows "(Up)", e.g. enp1s0f1np1, or bond0; on a 3-node mesh, the port that '
+                'coordinates, e.g. the 10 GbE RJ-45 port enP7s7.' % host]
     never = _never_the_cluster_link(node)
     if never:
         return [never]
@@ -256,12 +262,24 @@ def check_interface(node, min_mbps=MIN_CLUSTER_LINK_MBPS):
     if node.get('cluster_ip') and node['cluster_ip'] not in addresses:
         problems.append('host %s: gb10_cluster_ip %s is not an address of gb10_cluster_iface %s (it has %s) (N5). '
                         'Fix: make the two agree.' % (host, node['cluster_ip'], name, ', '.join(addresses) or 'none'))
-    speed = iface.get('speed')
-    if isinstance(speed, int) and 0 < speed < min_mbps:
+    if _slow(node, min_mbps) and not _coordinates_only(node):
         problems.append('host %s: gb10_cluster_iface %s runs at %d Mb/s, the management NIC class; NCCL over '
                         'it gave ~6 tok/s at TP=3 (N5). Fix: name the ConnectX-7 link (>= %d Mb/s).'
-                        % (host, name, speed, min_mbps))
+                        % (host, name, iface['speed'], min_mbps))
     return problems
+
+
+def _slow(node, min_mbps=MIN_CLUSTER_LINK_MBPS):
+    speed = (node.get('iface') or {}).get('speed')
+    return isinstance(speed, int) and 0 < speed < min_mbps
+
+
+def _coordinates_only(node):
+    """On the switchless 3-node ring (roce_ring, N6) NCCL's data takes the CX7 mesh, each cable on
+    its own subnet; gb10_cluster_iface carries only Gloo, Ray and MASTER_ADDR, so a slow port there
+    is fine (the field's M3 cluster coordinated over enP7s7). NCCL on it is still caught after the
+    launch (N5: its init log against the transport)."""
+    return node.get('transport') == 'roce_ring'
 
 
 def check_rdma(node):

@@ -181,6 +181,21 @@ def test_management_nic_speed():
     one(problems(nodes=nodes), 'host spark1: gb10_cluster_iface enP7s7 runs at 1000 Mb/s', '~6 tok/s', '(N5)')
 
 
+def test_a_slow_coordination_port_is_fine_where_nccl_takes_the_cx7_mesh():
+    # Issue 49: the field's M3 cluster coordinated over enP7s7 while the ring carried the data; with
+    # sockets the same port would carry NCCL and is refused as above.
+    nodes = [node('spark%d' % i, '10.0.0.%d' % i, transport='roce_ring') for i in (1, 2, 3)]
+    nodes[0]['iface']['speed'] = 1000
+    assert [p for p in problems(real('minimax-m3-nvfp4'), nodes) if 'Mb/s' in p] == []
+    assert [n for n in PF.preflight_notes(nodes) if 'runs at 1000 Mb/s' in n] == [
+        'host spark1: gb10_cluster_iface enP7s7 runs at 1000 Mb/s: on the 3-node ring it carries only coordination '
+        '(Gloo, Ray, MASTER_ADDR); NCCL\'s data takes the ConnectX-7 mesh (roce_ring, N6), which the link check and '
+        'NCCL\'s own log check after host prep (N5).']
+    for n in nodes:
+        n['transport'] = 'socket'
+    one([p for p in problems(real('minimax-m3-nvfp4'), nodes) if 'Mb/s' in p], 'runs at 1000 Mb/s', '~6 tok/s')
+
+
 def test_model_absent_everywhere():
     nodes = pair()
     nodes[0]['model_present'] = False
