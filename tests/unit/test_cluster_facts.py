@@ -1,0 +1,110 @@
+"""One home for the cluster's facts (issue 51): role gb10.serving.cluster defines every cluster-wide
+input and every derived fact once; the other roles and the playbooks only read them.
+
+The checks are the issue's own counts, run over the checkout: no `gb10_x | default(...)` chain, no
+`<role>_group`, the head looked up in one place, the env file's path and the H6 ceiling written
+once, every role depending on the cluster role, every play importing it where it reads a gb10_*
+name.
+"""
+import glob
+import os
+import re
+
+import yaml
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLUSTER = os.path.join(TOP, 'roles', 'cluster')
+
+
+def _files(*patterns):
+    found = []
+    for pattern in patterns:
+        found += glob.glob(os.path.join(TOP, pattern), recursive=True)
+    return sorted(f for f in found if os.path.isfile(f) and not f.startswith(CLUSTER + os.sep))
+
+
+def _code_lines(path):
+    """(line number, text) of a YAML or Jinja file's lines, comments left out."""
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if not line.lstrip().startswith('#'):
+                yield number, line
+
+
+def _hits(pattern, *globs):
+    rx = re.compile(pattern)
+    return ['%s:%d: %s' % (os.path.relpath(f, TOP), n, line.strip())
+            for f in _files(*globs) for n, line in _code_lines(f) if rx.search(line)]
+
+
+ROLE_AND_PLAYBOOK_YAML = ('roles/**/*.yml', 'roles/**/*.j2', 'playbooks/**/*.yml')
+
+
+def _cluster_defaults():
+    with open(os.path.join(CLUSTER, 'defaults', 'main.yml')) as f:
+        return yaml.safe_load(f)
+
+
+def test_no_cluster_wide_setting_gets_its_default_at_a_use_site():
+    assert _hits(r'gb10_[a-z0-9_]+ \| default\(', *ROLE_AND_PLAYBOOK_YAML) == []
+
+
+def test_no_role_keeps_a_group_of_its_own():
+    assert _hits(r'^[a-z_]+_group: ', 'roles/*/defaults/main.yml') == []
+
+
+def test_the_head_and_its_address_are_derived_in_one_place():
+    assert _hits(r"cluster_head'|groups\[", *ROLE_AND_PLAYBOOK_YAML) == []
+    assert _hits(r'hostvars\[[^]]+\]\.gb10_cluster_ip', *ROLE_AND_PLAYBOOK_YAML) == []
+
+
+def test_the_env_file_and_the_h6_ceiling_are_written_once():
+    assert _hits(r'/etc/gb10/nccl\.env', 'roles/*/defaults/main.yml', 'roles/*/tasks/*.yml', 'roles/*/vars/*.yml',
+                 'playbooks/**/*.yml') == []
+    assert _hits(r'\b0\.90?\b', 'roles/*/defaults/main.yml', 'roles/*/tasks/*.yml') == []
+    facts = _cluster_defaults()
+    assert facts['gb10_nccl_env_file'] == '/etc/gb10/nccl.env' and facts['gb10_utilization_ceiling'] == 0.90
+
+
+def test_every_role_depends_on_the_cluster_role():
+    missing = []
+    for meta in _files('roles/*/meta/main.yml'):
+        with open(meta) as f:
+            deps = [d['role'] if isinstance(d, dict) else d for d in yaml.safe_load(f).get('dependencies') or []]
+        if 'gb10.serving.cluster' not in deps:
+            missing.append(os.path.relpath(meta, TOP))
+    assert missing == []
+
+
+def test_every_cluster_wide_name_a_role_reads_is_defined_in_the_cluster_role():
+    facts = _cluster_defaults()
+    read = set()
+    for path in _files('roles/*/defaults/main.yml'):
+        for _, line in _code_lines(path):
+            # Names in quotes or paths are values (a group name, a key file), not variables.
+            read.update(re.findall(r'(?<![\'/])\b(gb10_[a-z0-9_]+)\b', line))
+    assert sorted(read - set(facts)) == []
+
+
+def _walk(tasks):
+    for task in tasks or []:
+        yield task
+        for key in ('block', 'rescue', 'always'):
+            yield from _walk(task.get(key))
+
+
+def test_every_play_that_reads_the_cluster_imports_it():
+    facts = _cluster_defaults()
+    without = []
+    for path in _files('playbooks/*.yml'):
+        with open(path) as f:
+            plays = yaml.safe_load(f) or []
+        for play in plays:
+            if 'hosts' not in play:
+                continue
+            tasks = list(_walk((play.get('pre_tasks') or []) + (play.get('tasks') or [])))
+            imports = [t for t in tasks if (t.get('ansible.builtin.import_role') or {}).get('name') == 'gb10.serving.cluster']
+            text = yaml.safe_dump(play)
+            if any(re.search(r'\b%s\b' % name, text) for name in facts) and not imports:
+                without.append('%s: %s' % (os.path.relpath(path, TOP), play['name']))
+    assert without == []
