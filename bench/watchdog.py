@@ -25,7 +25,7 @@ simulated 2-Spark cluster (tests/sim/cluster.py), through ansible-runner:
 
 By design detection is at most one interval plus the deadline (a probe that started just before the
 stall waits its deadline); on a Spark the defaults are 60 s and 120 s, twice in a row
-(vllm_serve_watchdog_failures 2). This takes the simulated cluster: never run it while someone else
+(watchdog_failures 2). This takes the simulated cluster: never run it while someone else
 uses it. The watchdog is removed at the end (the simulation's inventory has it off)."""
 import json
 import os
@@ -38,7 +38,7 @@ from bench.runner import run_playbook
 
 PLAYBOOK, INVENTORY, PROFILE = 'playbooks/deploy-m27.yml', 'inventory/sim.ini', 'minimax-m27-nvfp4'
 LAUNCH = os.path.join(TOP, 'playbooks', 'launch.yml')
-STATE = '/var/lib/gb10/watchdog/state.json'  # vllm_serve_watchdog_dir's default
+STATE = '/var/lib/gb10/watchdog/state.json'  # watchdog_dir's default
 
 
 def _on(host, *argv):
@@ -89,9 +89,9 @@ def run(repeat=3, interval=3, deadline=10, faults=FAULTS):
     inventory = os.path.join(TOP, INVENTORY)
     if not _serves(head):
         run_playbook(os.path.join(TOP, PLAYBOOK), inventory)
-    settings = {'gb10_profile': PROFILE, 'gb10_watchdog': True, 'vllm_serve_watchdog_interval_s': interval,
-                'vllm_serve_watchdog_deadline_s': deadline, 'vllm_serve_watchdog_failures': 1,
-                'vllm_serve_watchdog_max_restarts': len(faults) * repeat + 1,
+    settings = {'gb10_profile': PROFILE, 'gb10_watchdog': True, 'watchdog_interval_s': interval,
+                'watchdog_deadline_s': deadline, 'watchdog_failures': 1,
+                'watchdog_max_restarts': len(faults) * repeat + 1,
                 # The exporters read every 5 s (the e2e case's size): a reading after the stop comes soon.
                 'node_metrics_interval_s': 5}
     result = {'cpus': os.cpu_count(), 'loadavg_before': os.getloadavg(), 'interval_s': interval,

@@ -32,7 +32,7 @@ if [ "${stages[*]}" = full ]; then
 fi
 # Scenarios that need the simulation (tests/sim): its cluster as their hosts, or its 4 GB serving
 # image (link_check), not test hosts of their own.
-sim_scenarios=(ray_cluster vllm_serve link_check)
+sim_scenarios=(ray_cluster vllm_serve watchdog link_check)
 
 scripts/setup.sh
 export PATH="$top/.venv/bin:$PATH"

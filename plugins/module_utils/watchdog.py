@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The serving watchdog's decisions (issue 27, rule O4), kept pure so unit tests cover them.
 
-The watchdog program (roles/vllm_serve/files/gb10_watchdog.py) runs on the head node and imports
+The watchdog program (roles/watchdog/files/gb10_watchdog.py) runs on the head node and imports
 this file from the folder the role copies both into; nothing here touches the network or Docker.
 """
 

@@ -144,9 +144,17 @@ def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_p
     said = result.results_by_host(task=CONVERGED_TASK)[sim_cluster.head]["msg"]
     assert said.startswith("Converged: every node is as the last full deploy left it"), said
     # No role that prepares, links, copies or starts anything ran a task; the engine's smoke test did.
-    # The API gateway's role only says where clients reach it (its endpoint facts, for the summary).
+    # The API gateway's role only says where clients reach it (its endpoint facts, for the summary);
+    # the cluster role only reads: its argument check, the run's context, the converged read.
     roles = {e["event_data"].get("role") for e in result.events if e.get("event") == "runner_on_start"}
-    assert roles - {None} == {"api_key", "api_gateway", "vllm_serve"}, roles
+    assert roles - {None} == {"cluster", "api_key", "api_gateway", "vllm_serve"}, roles
+    cluster_tasks = {e["event_data"].get("task") for e in result.events
+                     if e.get("event") == "runner_on_start" and e["event_data"].get("role") == "cluster"
+                     and not e["event_data"].get("task", "").startswith("Validating arguments against arg spec")}
+    assert cluster_tasks <= {"Require a profile", "Resolve the profile once, with this inventory's overlay (M1)",
+                             "Refuse an engine the deploy does not launch", "Read whether this node is as the last full run left it",
+                             "Provide the client keys (never printed)", "Where clients reach the gateway and the CA that proves it",
+                             "Remember where a client finds the key, for the summary"}, cluster_tasks
     gateway_tasks = {e["event_data"].get("task") for e in result.events
                      if e.get("event") == "runner_on_start" and e["event_data"].get("role") == "api_gateway"
                      and not e["event_data"].get("task", "").startswith("Validating arguments against arg spec")}

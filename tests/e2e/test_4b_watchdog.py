@@ -41,19 +41,19 @@ import pytest
 from .helpers import (HEAD, LAUNCH, PORT, PROFILE, SUMMARY_TASK, TINY_ANSWER, WORKER, api_client, assert_succeeded,
                       drift, findings, healthy, ok_results, on_host)
 
-DATA = "/var/lib/gb10/watchdog"  # vllm_serve_watchdog_dir's default
-CONTAINER = "gb10-watchdog"  # vllm_serve_watchdog_container's default
+DATA = "/var/lib/gb10/watchdog"  # watchdog_dir's default
+CONTAINER = "gb10-watchdog"  # watchdog_container's default
 LINK_PROM = "/var/lib/gb10/link_check/link.prom"  # link_check_dir's default
 # Sized for the simulation: a probe every 3 s, a hang after 10 s without a token, one failed probe
 # is enough, four recoveries per hour (one per case) within the day's six, a pause of 1 s doubling
 # between them (the pause's growth and the day's bound are unit-tested: a day of long recoveries);
 # the exporters read every 5 s, so a reading after the engine's stop comes soon. The tiny model's
 # first token comes within a second; a simulated Spark boots in seconds.
-SETTINGS = {"gb10_profile": PROFILE, "gb10_watchdog": True, "vllm_serve_watchdog_interval_s": 3,
-            "vllm_serve_watchdog_deadline_s": 10, "vllm_serve_watchdog_failures": 1,
-            "vllm_serve_watchdog_max_restarts": 4, "vllm_serve_watchdog_window_s": 3600,
-            "vllm_serve_watchdog_pause_s": 1,
-            "vllm_serve_watchdog_nodes_timeout_s": 180, "node_metrics_interval_s": 5}
+SETTINGS = {"gb10_profile": PROFILE, "gb10_watchdog": True, "watchdog_interval_s": 3,
+            "watchdog_deadline_s": 10, "watchdog_failures": 1,
+            "watchdog_max_restarts": 4, "watchdog_window_s": 3600,
+            "watchdog_pause_s": 1,
+            "watchdog_nodes_timeout_s": 180, "node_metrics_interval_s": 5}
 
 
 def state(head):
@@ -92,7 +92,7 @@ def running_as_set_here(head):
     if out.returncode != 0 or not out.stdout.startswith("true"):
         return False
     config = json.loads(out.stdout.split("\n", 1)[1])
-    wanted = (SETTINGS["vllm_serve_watchdog_interval_s"], SETTINGS["vllm_serve_watchdog_max_restarts"])
+    wanted = (SETTINGS["watchdog_interval_s"], SETTINGS["watchdog_max_restarts"])
     return (config["interval_s"], config["max_restarts"]) == wanted
 
 
@@ -334,7 +334,7 @@ def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(w
 
         spent = wait_for("the budget spent", lambda: state(head)["status"] == "out_of_budget" and state(head), 240)
         # What the budget had left was tried, and failed: the relaunched engine exited.
-        assert len(spent["recoveries"]) == SETTINGS["vllm_serve_watchdog_max_restarts"], spent
+        assert len(spent["recoveries"]) == SETTINGS["watchdog_max_restarts"], spent
         assert spent["last_recovery"]["result"].startswith("failed: the relaunched engine exited"), spent
         # No restart after it: more probes, the same recoveries.
         probed = spent["last_probe"]["at"]
@@ -360,7 +360,7 @@ def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(w
         assert (head, "O5") not in found and (head, "O6") not in found, found
         message = [e["res"]["msg"] for e in result.host_results(host=head, event="runner_on_failed")
                    if e["task"].endswith("(O4)")]
-        assert message and "gave up: %d recoveries within 3600 s" % SETTINGS["vllm_serve_watchdog_max_restarts"] in message[0], message
+        assert message and "gave up: %d recoveries within 3600 s" % SETTINGS["watchdog_max_restarts"] in message[0], message
     finally:
         squatter.kill()
         subprocess.run(["docker", "exec", head, "pkill", "-f", "s.bind"], check=False, timeout=30)

@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the watchdog (roles/vllm_serve/files/gb10_watchdog.py, rule O4) reads from the nodes'
+"""What the watchdog (roles/watchdog/files/gb10_watchdog.py, rule O4) reads from the nodes'
 exporters before a relaunch, run as the program runs it: laid out as the role lays it out (the
 program with its logic module beside it), each node's exporter a real HTTP server on loopback
 serving a page as role node_metrics serves it. A copy of the model that a node says is not verified
@@ -24,7 +24,7 @@ MODEL = '/models/gb10-sim-tiny-llama'
 @pytest.fixture
 def watchdog_program(tmp_path):
     """The program as the role installs it: gb10_watchdog.py with gb10_watchdog_logic.py beside it."""
-    shutil.copy(os.path.join(TOP, 'roles', 'vllm_serve', 'files', 'gb10_watchdog.py'), tmp_path)
+    shutil.copy(os.path.join(TOP, 'roles', 'watchdog', 'files', 'gb10_watchdog.py'), tmp_path)
     shutil.copy(os.path.join(TOP, 'plugins', 'module_utils', 'watchdog.py'), tmp_path / 'gb10_watchdog_logic.py')
     spec = importlib.util.spec_from_file_location('gb10_watchdog_under_test', str(tmp_path / 'gb10_watchdog.py'))
     module = importlib.util.module_from_spec(spec)
