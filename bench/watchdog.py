@@ -27,6 +27,7 @@ By design detection is at most one interval plus the deadline (a probe that star
 stall waits its deadline); on a Spark the defaults are 60 s and 120 s, twice in a row
 (watchdog_failures 2). This takes the simulated cluster: never run it while someone else
 uses it. The watchdog is removed at the end (the simulation's inventory has it off)."""
+import pytest
 import json
 import os
 import subprocess
@@ -35,6 +36,9 @@ import time
 
 from bench.hosts import TOP
 from bench.runner import run_playbook
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("O5")
 
 PLAYBOOK, INVENTORY, PROFILE = 'playbooks/deploy-m27.yml', 'inventory/sim.ini', 'minimax-m27-nvfp4'
 LAUNCH = os.path.join(TOP, 'playbooks', 'launch.yml')

@@ -65,6 +65,7 @@ def test_serving_image_is_on_the_head_only(sim_cluster, run_adhoc):
         docker.from_env().images.get(earlier).id
 
 
+@pytest.mark.rule("N3")
 def test_each_host_has_a_management_address_and_link_ports_without_one(sim_cluster, run_adhoc):
     # A fresh Spark: SSH on the management network, both twins of the CX7 port up without an
     # address at MTU 1500.

@@ -21,6 +21,9 @@ import yaml
 from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, PLAYBOOK, SUMMARY_TASK, TINY_ANSWER, WORKER, api_client,
                       assert_succeeded, gateway_ca, engine_process, link_figures, link_state, on_host)
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("R2", "R3", "R4", "V7", "V9")
+
 TP = 2
 
 
@@ -31,6 +34,7 @@ def deployed(sim_cluster, run_playbook):
     return result
 
 
+@pytest.mark.rule("V8")
 def test_the_run_ends_with_the_endpoint_and_the_answer_it_received(sim_cluster, deployed):
     head = sim_cluster.head
     summary = deployed.results_by_host(task=SUMMARY_TASK)[head]["msg"]
@@ -47,6 +51,7 @@ def test_the_run_ends_with_the_endpoint_and_the_answer_it_received(sim_cluster, 
     assert known.startswith("known answer: ") and TINY_ANSWER in known, known
 
 
+@pytest.mark.rule("N1", "N5", "R1")
 def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):
     # N5, issue 18: a clean launch measures the link with the engine's image and env file (Gloo
     # over the cluster interface here) and prints the figures; the JSON report holds every node's.
@@ -75,6 +80,7 @@ NETPLAN_FILE = "/etc/netplan/60-gb10-cluster-link.yaml"  # cluster_link_netplan_
 IMAGE_SUMMARY_TASK = "Summary (per node, had / pulled / built / copied, bytes, seconds, MB/s, layers left out)"
 
 
+@pytest.mark.rule("N3")
 def test_the_deploy_configured_the_link_from_a_fresh_port(sim_cluster, deployed):
     # Issue 17: the hosts came up with the CX7 port up and without an address (test_1); the deploy
     # gave each its gb10_cluster_ip at MTU 9000 through its own netplan file, and the nodes trust
@@ -146,6 +152,7 @@ def test_every_container_runs_by_image_id_and_no_peer_loads_an_image_after_the_c
     assert load.returncode == 126 and "window" in load.stderr, load
 
 
+@pytest.mark.rule("N3")
 def test_nothing_but_ssh_and_the_api_crosses_the_management_network(sim_cluster, deployed):
     # Ray, Gloo and the copies use the cluster link: between the nodes' management addresses no
     # connection is open, and the worker's Ray reaches the head's GCS on its cluster address.
@@ -159,6 +166,7 @@ def test_nothing_but_ssh_and_the_api_crosses_the_management_network(sim_cluster,
     assert [sim_cluster.cluster_ips[head], "6379"] in peers, out
 
 
+@pytest.mark.rule("H10")
 def test_every_node_runs_earlyoom_with_the_engine_first_below_what_the_serving_node_has(sim_cluster, deployed):
     # H10: a node out of unified memory ends its engine instead of freezing, and a healthy serving
     # node is never the trigger: the threshold (from the profile's fit, molecule/oom_guard checks
@@ -173,6 +181,7 @@ def test_every_node_runs_earlyoom_with_the_engine_first_below_what_the_serving_n
         assert 1024 ** 2 <= threshold_kib < available_kib, (host, args, meminfo)
 
 
+@pytest.mark.rule("N3", "R1", "R5")
 def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
     # Ray's own Python API inside the head container, as a driver of the cluster (R5).
     out = on_host(sim_cluster.head, "docker", "exec", HEAD, "python3", "-c",
@@ -188,6 +197,7 @@ def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
 TOKEN_FILE = "/etc/gb10/ray-auth/token"  # ray_cluster_auth_token_file's default
 
 
+@pytest.mark.rule("A3")
 def test_ray_refuses_a_client_without_the_clusters_token(sim_cluster, deployed):
     # A3 (issue 47): a cluster-link peer, or the model's code in a container, reaches the head's
     # GCS port; without the cluster's token Ray refuses it. Asked from the worker's Ray container
@@ -217,6 +227,7 @@ def test_ray_refuses_a_client_without_the_clusters_token(sim_cluster, deployed):
     assert "Unauthenticated" in stranger.stderr and "InvalidAuthToken" in stranger.stderr, stranger.stderr[-2000:]
 
 
+@pytest.mark.rule("R1")
 def test_engine_runs_inside_the_ray_head_container(sim_cluster, deployed):
     # R1: `vllm serve` is a process of the head container with TP over Ray, not a ray:// client.
     unused_pid, unused_start, argv = engine_process(sim_cluster.head)
@@ -229,6 +240,7 @@ def test_engine_runs_inside_the_ray_head_container(sim_cluster, deployed):
         assert on_host(host, "docker", "inspect", "--format", "{{.State.Running}}", WORKER).strip() == "true"
 
 
+@pytest.mark.rule("V7")
 def test_the_compile_caches_live_on_the_node_across_container_recreation(sim_cluster, deployed):
     # V7: vLLM's, FlashInfer's, Triton's and torch inductor's caches are the node's folders, so a
     # recreated Ray container starts warm; the engine wrote vLLM's there, and the kernels torch
@@ -248,6 +260,7 @@ def test_the_compile_caches_live_on_the_node_across_container_recreation(sim_clu
     assert on_host(sim_cluster.head, "ls", "-A", cache + "/torchinductor").split(), "torch built nothing into its cache"
 
 
+@pytest.mark.rule("V8", "A1")
 def test_openai_client_gets_a_chat_answer(sim_cluster, deployed):
     client = api_client(sim_cluster)
     model = client.models.list().data[0].id
@@ -261,6 +274,7 @@ def test_openai_client_gets_a_chat_answer(sim_cluster, deployed):
     assert answer.usage.completion_tokens > 0
 
 
+@pytest.mark.rule("A1")
 def test_the_printed_curl_answers_when_pasted(sim_cluster, deployed):
     # The summary's "Try it" command, as a user pastes it into a shell on the controller: over TLS
     # with the cluster CA it names, the key read from the file the summary names (A1).

@@ -73,6 +73,7 @@ def files_under(path):
                   if "__pycache__" not in d)
 
 
+@pytest.mark.rule("H10", "O2")
 def test_the_installed_collection_writes_back_a_hand_edit_and_changes_nothing_else(serving, installed, tmp_path):
     sim_cluster = serving
     worker = sim_cluster.hosts[1]
@@ -130,6 +131,7 @@ def test_the_installed_collection_writes_back_a_hand_edit_and_changes_nothing_el
     assert files_under(path) == before_files
 
 
+@pytest.mark.rule("O2")
 def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_playbook):
     # Right after the full run above (the checkout and the installed copy are the same content, so
     # the same inputs; the edited file is written back and stamped): every node reads as it was stamped and the engine serves this launch.

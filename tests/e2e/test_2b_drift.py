@@ -25,6 +25,9 @@ import yaml
 from .helpers import (HEAD, ENGINE_LOG, LAUNCH, LOGS_TASK, PROFILE, TOP, drift, engine_process, findings, link_figures,
                       on_host, paste, user_env)
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("O3")
+
 OVERRIDE = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
 ENV_FILE = "/etc/gb10/nccl.env"
 RUNNING_SCRIPT = "/var/lib/gb10-engine/running.sh"  # vllm_serve_state_dir (roles/vllm_serve/vars)
@@ -62,6 +65,7 @@ def ansible_playbook_args(command):
     return args
 
 
+@pytest.mark.rule("O3")
 def test_the_documented_ci_drift_jobs_pass_on_the_deployed_cluster(serving, run_playbook, tmp_path):
     # docs/ci/ is what users copy into their CI: each job's command must run as written, with the
     # inventory of the Sparks swapped for the simulated one, and publish the report it writes.
@@ -111,6 +115,7 @@ def test_the_documented_ci_drift_jobs_pass_on_the_deployed_cluster(serving, run_
 # `full` (issue 28's budget, paid for issue 27's watchdog cases): the probe it runs is the deploy's
 # own link measurement, which test_2_deploy.py shows on every run; this adds only "beside the
 # serving engine, on request".
+@pytest.mark.rule("N5")
 @pytest.mark.full
 def test_drift_measures_the_link_on_request(serving, run_playbook):
     # gb10_drift_link_check=true: the deploy's probe, beside the serving engine, as an N5 check of
@@ -125,6 +130,7 @@ def test_drift_measures_the_link_on_request(serving, run_playbook):
     assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
 
 
+@pytest.mark.rule("N5", "O3")
 def test_independent_drifts_are_each_named_in_one_run(serving, run_playbook):
     # On the worker: DGX OS's modprobe override came back (H2) and its image tag names other code
     # than the head's (M1; the running Ray container is untouched, so R2 may come with it). On the
@@ -187,6 +193,7 @@ def print_in_engine_log(head, capture):
                        input=f.read(), text=True, check=True, timeout=60)
 
 
+@pytest.mark.rule("O3")
 def test_the_printed_drift_fix_runs_when_pasted(serving, tmp_path):
     # Issue 19: a hand-edited env file on one node; the report's fix is pasted as printed and
     # must run (the profile the drift run was given, --limit only where the playbook takes it).
@@ -234,6 +241,7 @@ def test_the_printed_drift_fix_runs_when_pasted(serving, tmp_path):
 # `full` (issue 28's budget): test_4_safety.py's launch in Ray containers without the RDMA
 # settings fails the same check on the engine's own socket fallback and keeps the engine; this one
 # reads a real GPU machine's capture, which the independent-drifts case above reads too.
+@pytest.mark.rule("N5")
 @pytest.mark.full
 def test_a_deploy_fails_on_nccl_over_another_transport_and_keeps_the_engine(serving, run_playbook):
     # N5 after the launch, issue 18: a rank that found no RoCE device and fell back to sockets

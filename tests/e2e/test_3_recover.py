@@ -41,6 +41,9 @@ from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEA
                       api_client, assert_succeeded, drift, failure_messages, findings, healthy, leaks, link_state,
                       on_host, paste, user_env, worker_running)
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H4", "O1", "O3")
+
 PREFLIGHT_TASK = "Refuse before anything changes"  # roles/preflight
 NEXT_LAUNCH_TASK = "Say that the cluster does not serve now, and the command that serves it again"  # vllm_serve
 
@@ -77,6 +80,7 @@ def wait_for(what, predicate, bound_s):
         time.sleep(5)
 
 
+@pytest.mark.rule("N5", "O3")
 def test_a_link_that_loses_its_addresses_loses_the_worker_and_drift_names_both(serving, run_playbook):
     # The worker's cluster port loses its address, and the head's second twin its own (issue 26:
     # half the link gone, which NCCL would not say). Ray's GCS reaches the worker's raylet over
@@ -121,6 +125,7 @@ def restore(lost):
                    capture_output=True, timeout=60, check=False)
 
 
+@pytest.mark.rule("H4")
 def test_a_deploy_onto_the_leaked_node_names_the_leak_and_the_command_that_frees_it(sim_cluster, run_playbook):
     # Issue 48: the deploy a user runs next stops at preflight, before anything changes; it names
     # the leaked node and the one command that frees it, not three guesses (the fit holds on the
@@ -139,6 +144,7 @@ def test_a_deploy_onto_the_leaked_node_names_the_leak_and_the_command_that_frees
     assert os.path.samefile(argv[3], os.path.join(TOP, sim_cluster.inventory)), argv
 
 
+@pytest.mark.rule("H10")
 def test_recover_reboots_only_the_host_the_kill_leaked_then_the_cluster_serves_again(sim_cluster, run_playbook, tmp_path):
     head, worker = sim_cluster.hosts
     boots = {h: boot_id(h) for h in sim_cluster.hosts}
@@ -188,6 +194,7 @@ def test_recover_reboots_only_the_host_the_kill_leaked_then_the_cluster_serves_a
 REBOOT_TASK = "Reboot so the NVIDIA modules load without the override (H2)"
 
 
+@pytest.mark.rule("H2")
 @pytest.mark.full
 def test_a_returned_modprobe_override_is_removed_without_rebooting_the_serving_worker(serving, run_playbook):
     # Issue 26 section 2, as a new user met it: an OS update put the modprobe override (H2) back on

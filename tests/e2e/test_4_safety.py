@@ -63,6 +63,9 @@ from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_
                       engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_container_ids, ray_containers,
                       role_playbook, run_text, user_env, when_task_starts)
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H4", "H9")
+
 SYNC_PLAY = "Sync the model over the cluster link (M3)"
 GATEWAY = "playbooks/api_gateway.yml"
 LINK_TASK = "Refuse a slow or wrong wire, naming every node (N5)"
@@ -144,6 +147,7 @@ def listening_ports(host):
 
 # ---- exposure -------------------------------------------------------------------------------
 
+@pytest.mark.rule("O6", "A1", "A4")
 def test_only_ssh_and_the_gateway_answer_a_machine_outside_the_cluster_over_ipv4_and_ipv6(
         sim_cluster, serving, client):
     # Rule A4: every node, both address families, every port anything on the node listens on,
@@ -238,6 +242,7 @@ def ask_every_route(client, sim_cluster, routes, keys):
     return {(path, method): codes for path, method, codes in found}
 
 
+@pytest.mark.rule("A1")
 def test_no_engine_route_answers_without_a_key_and_only_the_allowlisted_ones_with_it(sim_cluster, serving, client):
     # Issue 47: vLLM's --api-key left /invocations (the chat handler itself), /tokenize, /load and
     # more open to anyone. Every route of the running engine's own table, asked from a client
@@ -319,6 +324,7 @@ def wrong_wire_inventory(tmp_path, nics, twin_ips):
 
 # `full` (issue 51's budget): the link probe's refusal by its floor, with both figures, is the pair
 # case below in the default run; the share of plain TCP it adds here is unit-tested (test_link_probe).
+@pytest.mark.rule("N5")
 @pytest.mark.full
 def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager, sim_cluster, serving,
                                                                     run_playbook, tmp_path):
@@ -493,6 +499,7 @@ def recap(stdout, host):
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line[-1])}
 
 
+@pytest.mark.rule("A2")
 def test_an_unrecorded_host_key_is_refused_and_the_printed_step_records_it_with_its_fingerprints(
         sim_cluster, serving, tmp_path):
     # Rule A2 (issue 47): ansible.cfg checks host keys. The simulated inventory's opt-out is turned
@@ -606,6 +613,7 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
             on_host(host, "rm", "-rf", path)
 
 
+@pytest.mark.rule("V8")
 def test_a_wrong_expected_answer_fails_the_smoke_test_with_both_answers(sim_cluster, serving, run_playbook):
     # Issue 27: the profile's known answer is checked on every run, kept engine included. Expecting
     # the real recipe's answer ("42") from the tiny model is a wrong expected answer: the launch step
@@ -632,6 +640,7 @@ def test_a_wrong_expected_answer_fails_the_smoke_test_with_both_answers(sim_clus
     assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
 
 
+@pytest.mark.rule("O2", "A1")
 def test_a_revoked_client_key_is_refused_while_the_engine_keeps_serving(sim_cluster, serving, run_playbook):
     # Issue 47: client keys by name, held by the gateway alone. The gateway step alone adds a
     # client and, run without it, revokes it: a reload, with the engine and Ray untouched.
@@ -654,6 +663,7 @@ def test_a_revoked_client_key_is_refused_while_the_engine_keeps_serving(sim_clus
     assert engine_process(head)[:2] == engine_before[:2] and ray_containers(sim_cluster.hosts, head) == ray_before
 
 
+@pytest.mark.rule("H4", "O1", "O2")
 def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, run_playbook):
     head = sim_cluster.head
     ray_before = ray_container_ids(sim_cluster)
@@ -721,6 +731,7 @@ def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, run_pl
     assert worker_logs, (logs_dir, os.listdir(logs_dir))
 
 
+@pytest.mark.rule("H4")
 def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_containers(sim_cluster, run_playbook):
     # What an operator runs after the failed start above: playbooks/teardown.yml. Its engine is
     # waiting for the lost worker's GPU and may not answer SIGTERM; the stop is bounded (here 15 s,
@@ -741,6 +752,7 @@ def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_co
     assert leaks(sim_cluster.hosts) == leaks_before
 
 
+@pytest.mark.rule("N1")
 def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_naming_the_cause(sim_cluster, run_playbook):
     # Issue 26: the Ray containers as the roles made them before (host network, shm, no RDMA
     # settings): NCCL in them finds no RoCE device and falls back to sockets, silently, whatever
@@ -759,6 +771,7 @@ def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_nami
     assert "The engine was left running" in message and healthy(head), message
 
 
+@pytest.mark.rule("H4")
 def test_the_containers_fixed_under_a_serving_engine_stop_it_first_and_leak_nothing(sim_cluster, run_playbook):
     # The launch again, without the fault: the same launch for the engine (its launch id does not
     # cover the containers' devices), but Ray's containers must get the RDMA settings back and be
@@ -812,6 +825,7 @@ RAY_CHECK = "Ray container present, running and configured as deployed (R2)"  # 
 
 # `full` (issue 51's budget): a twin that keeps its address without an ACTIVE RoCE port is refused by
 # roce_facts (test_roce), and drift naming a twin without its address is test_3's link case.
+@pytest.mark.rule("N5")
 @pytest.mark.full
 def test_a_cable_half_down_is_refused_as_half_the_link(sim_cluster, run_playbook):
     # Issue 26: the second half of the cable (the twins' link network) loses its carrier at both
@@ -853,6 +867,7 @@ def test_a_cable_half_down_is_refused_as_half_the_link(sim_cluster, run_playbook
                                   extravars={"gb10_profile": PROFILE}), sim_cluster.hosts)
 
 
+@pytest.mark.rule("N5")
 @pytest.mark.full
 def test_a_peer_that_does_not_answer_on_the_link_is_named(sim_cluster, run_playbook, tmp_path):
     # The worker drops what arrives on its link port but TCP (a peer whose cable or address is
@@ -878,6 +893,7 @@ def test_a_peer_that_does_not_answer_on_the_link_is_named(sim_cluster, run_playb
                      sim_cluster.hosts)
 
 
+@pytest.mark.rule("N5")
 @pytest.mark.full
 def test_an_mtu_mismatch_on_the_link_is_named(sim_cluster, run_playbook, tmp_path):
     # A hop at MTU 1500 between the two ports at 9000 (the worker's end of the simulated cable):

@@ -41,6 +41,9 @@ import pytest
 from .helpers import (HEAD, LAUNCH, PORT, PROFILE, SUMMARY_TASK, TINY_ANSWER, WORKER, api_client, assert_succeeded,
                       drift, findings, healthy, ok_results, on_host)
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("O4")
+
 DATA = "/var/lib/gb10/watchdog"  # watchdog_dir's default
 CONTAINER = "gb10-watchdog"  # watchdog_container's default
 LINK_PROM = "/var/lib/gb10/link_check/link.prom"  # link_check_dir's default
@@ -108,6 +111,7 @@ def watchdog(sim_cluster, serving, run_playbook):
     return sim_cluster
 
 
+@pytest.mark.rule("O4")
 def test_a_stalled_rank_is_found_by_its_deadline_and_the_cluster_answers_again(watchdog):
     head, worker = watchdog.head, watchdog.hosts[1]
     engine_pid = on_host(head, "docker", "exec", HEAD, "cat", "/var/lib/gb10-engine/pid").strip()
@@ -141,6 +145,7 @@ def test_a_stalled_rank_is_found_by_its_deadline_and_the_cluster_answers_again(w
     assert metrics(head)["gb10_watchdog_restart_budget_left"] == "3"
 
 
+@pytest.mark.rule("O5")
 def test_after_a_power_cut_the_cluster_serves_again_with_no_command(watchdog, run_playbook):
     head, worker = watchdog.head, watchdog.hosts[1]
     # A launch again with nothing changed, the watchdog on as on a Spark: changed=0 (O2), so the
@@ -193,6 +198,7 @@ def free_port():
         return probe.getsockname()[1]
 
 
+@pytest.mark.rule("O6", "A1")
 def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(watchdog, run_adhoc, tmp_path):
     head, worker = watchdog.head, watchdog.hosts[1]
     assert len(PRINTED) == 1 and "/metrics, the same on every node" in PRINTED[0], PRINTED
@@ -284,6 +290,7 @@ def boot_id(host):
     return on_host(host, "cat", "/run/gb10-boot-id").strip()
 
 
+@pytest.mark.rule("O4")
 def test_an_engine_killed_with_its_container_leaks_there_and_only_that_node_reboots(watchdog):
     head, worker = watchdog.head, watchdog.hosts[1]
     boots = {h: boot_id(h) for h in watchdog.hosts}
@@ -317,6 +324,7 @@ def test_an_engine_killed_with_its_container_leaks_there_and_only_that_node_rebo
     assert metrics(head)["gb10_watchdog_restart_budget_left"] == "1"
 
 
+@pytest.mark.rule("O4", "O5", "O6")
 def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(watchdog, run_playbook):
     head = watchdog.head
     # Every start of the engine fails: its port is held by a process that closes every connection.

@@ -49,6 +49,7 @@ def test_the_third_host_joins_fresh(sim_cluster3, run_adhoc):
     assert ids[third] == ids[sim_cluster3.head], ids
 
 
+@pytest.mark.rule("R5")
 def test_ray_sees_three_nodes(sim_cluster3, deployed3):
     out = on_host(sim_cluster3.head, "docker", "exec", HEAD, "python3", "-c",
                   "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
@@ -56,6 +57,7 @@ def test_ray_sees_three_nodes(sim_cluster3, deployed3):
     assert sorted(json.loads(out.strip().splitlines()[-1])) == sorted(sim_cluster3.cluster_ips.values())
 
 
+@pytest.mark.rule("V8")
 def test_engine_is_tp3_and_answers(sim_cluster3, deployed3):
     unused_pid, unused_start, argv = engine_process(sim_cluster3.head)
     assert argv[argv.index("--tensor-parallel-size") + 1] == "3"
@@ -86,6 +88,7 @@ def test_the_third_host_got_the_link_and_kept_its_image(sim_cluster3, deployed3)
         h: "had" for h in sim_cluster3.hosts}, results
 
 
+@pytest.mark.rule("M3")
 def test_model_was_copied_to_every_node(sim_cluster3, deployed3):
     # model_sync copies every file but its own .gb10-* state (and the sim's build marker).
     sums = {h: subprocess.run(["docker", "exec", h, "sh", "-c",

@@ -10,6 +10,9 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("M3")
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(TOP, 'roles', 'model_sync', 'files', 'hub_download.py')
 sys.path.insert(0, os.path.join(TOP, 'tests', 'sim'))

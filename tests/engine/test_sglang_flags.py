@@ -17,6 +17,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.render import RenderE
 
 from conftest import RAW, VARIANTS, variant
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("S1")
+
 SGLANG_VERSION = '0.5.12'
 
 

@@ -8,6 +8,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.render import engine_
 
 from conftest import VARIANTS, variant
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("V1", "V3", "V5", "V6")
+
 # Read by the vLLM builds of the field's GB10 images (seeds 000/003: vLLM 0.18-0.19 era), no
 # longer by vLLM 0.32 (--linear-backend / --moe-backend marlin replaced them). No profile may set
 # them (issue 26; the M3 profile's fork run chose b12x kernels by flag instead, issue 49).
@@ -55,6 +58,7 @@ def test_rendered_argv_parses_and_values_are_registered(vllm_parser, name, overl
     assert registry_problems(args) == []
 
 
+@pytest.mark.rule("V1")
 @pytest.mark.parametrize('name,overlay', VARIANTS)
 def test_engine_env_names_are_known_to_vllm(name, overlay):
     from vllm import envs
@@ -68,6 +72,7 @@ def test_legacy_env_names_are_really_gone_from_vllm_032():
     assert LEGACY_ENV.isdisjoint(envs.environment_variables)
 
 
+@pytest.mark.rule("V1", "V2", "V3", "V10")
 def test_m27_nvfp4_parsed_values(vllm_parser):
     args = parse(vllm_parser, vllm_serve_argv(variant('minimax-m27-nvfp4', None)))
     assert args.compilation_config.cudagraph_mode.name == 'NONE'  # V2
@@ -80,6 +85,7 @@ def test_m27_nvfp4_parsed_values(vllm_parser):
     assert args.enable_auto_tool_choice and args.trust_remote_code  # V6
 
 
+@pytest.mark.rule("V10")
 def test_speculative_method_is_one_vllm_knows():
     from typing import get_args
 
@@ -119,11 +125,13 @@ def test_registry_check_catches_what_the_parser_accepts(vllm_parser):
     assert len(registry_problems(args)) == 4
 
 
+@pytest.mark.rule("V5")
 def test_deepseek_v4_pages_in_the_block_size_its_sparse_mla_takes(vllm_parser):
     args = parse(vllm_parser, vllm_serve_argv(variant('deepseek-v4-flash', None)))
     assert args.block_size == 256
 
 
+@pytest.mark.rule("V5")
 def test_m3_is_the_field_recipe_of_three_sparks(vllm_parser):
     """The published three-Spark M3 TP=3 run (issue 49): the vision tower's 16 heads do not split
     over 3 ranks, b12x kernels, fp8 KV in 128-token blocks, sizes for a head at ~96 % of RAM."""

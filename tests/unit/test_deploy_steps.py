@@ -8,12 +8,16 @@ before any host is contacted, as preflight.yml does within the whole deploy. The
 launch.yml alone on the simulated cluster (the not-ready and worker-killed cases) and deploy.yml
 as a whole.
 """
+import pytest
 import glob
 import os
 import sys
 
 import ansible_runner
 import yaml
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("M1")
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOKS = os.path.join(TOP, 'playbooks')
@@ -72,6 +76,7 @@ def test_every_step_that_reads_the_profile_resolves_the_context_first():
                 assert resolved or 'gb10_deploy_profile' not in yaml.safe_dump(role), (step, role)
 
 
+@pytest.mark.rule("M1")
 def test_the_profile_is_looked_up_in_one_place():
     users = []
     for path in glob.glob(os.path.join(PLAYBOOKS, '**', '*.yml'), recursive=True):

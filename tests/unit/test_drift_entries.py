@@ -6,11 +6,15 @@ playbooks/drift.yml only composes them (tasks_from: drift), so no playbook copie
 
 The structure is read from the YAML and the text; the checks themselves run on the simulated
 cluster (tests/e2e/test_2b_drift.py)."""
+import pytest
 import glob
 import os
 import re
 
 import yaml
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("O3")
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLES = os.path.join(TOP, 'roles')

@@ -1,8 +1,12 @@
 """playbooks/host-prep.yml (drift.yml's fix for H1 and N1-N6 on one node) refuses to run without a
 profile, naming it, and the next step printed is the user's own command (issue 19)."""
+import pytest
 import os
 import subprocess
 import sys
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("O3")
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -6,6 +6,7 @@ real as the cluster SSH gate's `reboot-if-leaked` runs it: on a node laid out in
 its own reading only, and never onto a kernel without the NVIDIA modules. The watchdog that asks
 for it runs on the simulated cluster (tests/e2e/test_4b_watchdog.py)."""
 
+import pytest
 import json
 import os
 import subprocess
@@ -16,6 +17,9 @@ from ansible_collections.gb10.serving.plugins.module_utils import unified_memory
 
 from plugins.modules.test_boot_kernel import NEW, OLD, node_root
 from plugins.module_utils.test_node_metrics import LEAKED_MEMINFO
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("O4")
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAM = os.path.join(TOP, 'roles', 'node_metrics', 'files', 'gb10_leak_reboot.py')
@@ -73,6 +77,7 @@ def test_a_leaked_node_whose_next_kernel_has_the_driver_reboots_after_answering(
     assert rebooted(scratch, 15)
 
 
+@pytest.mark.rule("H1")
 def test_a_leaked_node_is_not_rebooted_onto_a_kernel_without_the_driver(tmp_path, fixture_path):
     # The kernel update DKMS built nothing for is GRUB's default: the node would lose its GPU (H1).
     scratch = node(tmp_path, fixture_path, LEAKED_MEMINFO, [OLD])
@@ -91,6 +96,7 @@ def test_a_node_whose_own_reading_finds_no_leak_is_not_rebooted(tmp_path, fixtur
     assert not rebooted(scratch, 4)
 
 
+@pytest.mark.rule("O4")
 def test_a_node_reboots_for_a_leak_at_most_once_an_hour_whoever_asks_and_logs_who_asked(tmp_path, fixture_path):
     # A peer on the cluster link that fakes a leak (or a leak that is back at once) cannot keep the
     # node rebooting (issue 47): the second ask within the hour is refused, and both are logged.

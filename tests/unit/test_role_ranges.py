@@ -15,6 +15,9 @@ import ansible_runner
 import pytest
 import yaml
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H6")
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RANGE_TASKS = {
     'vllm_serve': 'Refuse ports and timeouts out of range before anything starts',

@@ -80,6 +80,7 @@ def test_a_renamed_test_turns_the_index_red():
     assert "test_ray_sees_three_nodes" in text
     renamed = text.replace("test_ray_sees_three_nodes", "test_ray_sees_three_nodes_renamed")
     assert rule_index_problems(renamed, TOP) == [
+        "no test test_ray_sees_three_nodes_renamed under tests/",
         "tests/e2e/test_5_deploy_tp3.py defines no test_ray_sees_three_nodes_renamed"]
 
 
@@ -89,3 +90,40 @@ def test_a_rule_without_a_row_turns_the_index_red():
     dropped = "\n".join(line for line in text.splitlines() if not line.startswith("| R3 |"))
     assert rule_index_problems(dropped, TOP) == [
         "rule R3: no single row with where it is enforced and which test shows it"]
+
+
+def _rules_index():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("rules_index", os.path.join(TOP, "scripts", "rules_index.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_tests_column_is_what_the_tests_marks_say():
+    # Issue 51: each rule's tests are found from the `rule` mark on them (and a molecule scenario's
+    # "Rules shown" line), not from a hand-kept list: the committed column is the built one.
+    index = _rules_index()
+    with open(RULES, encoding="utf-8") as f:
+        text = f.read()
+    assert index.rebuilt(text, index.marks(TOP)) == text, "run: python3 scripts/rules_index.py --write"
+
+
+def test_every_mark_names_a_rule_and_every_rule_has_a_marked_test():
+    index = _rules_index()
+    with open(RULES, encoding="utf-8") as f:
+        text = f.read()
+    rules = set(re.findall(r"(?m)^- \*\*([A-Z]\d+) ", text))
+    found = index.marks(TOP)
+    assert sorted(set(found) - rules) == []
+    assert sorted(rule for rule in rules if not found.get(rule)) == []
+
+
+def test_a_mark_taken_off_a_test_turns_the_index_red():
+    index = _rules_index()
+    with open(RULES, encoding="utf-8") as f:
+        text = f.read()
+    found = index.marks(TOP)
+    assert "test_ray_sees_three_nodes" in found["R5"]
+    found["R5"] = found["R5"] - {"test_ray_sees_three_nodes"}
+    assert index.rebuilt(text, found) != text

@@ -2,10 +2,14 @@
 prints what the collection's own reader (module_utils/nccl_log.py) takes for NCCL's choice: IB
 over the twins' HCAs when the container reaches the RDMA devices, NCCL's silent socket fallback
 when it does not, sockets when the env file chose them (issue 26, rules N1, N4, N5)."""
+import pytest
 import importlib.util
 import os
 
 from ansible_collections.gb10.serving.plugins.module_utils.nccl_log import engine_choice
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("N1")
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = importlib.util.spec_from_file_location(

@@ -4,12 +4,16 @@
 generations (rule H7): where it links, and what it reports as Triton's own choice. The real Triton
 3.6.0 answers in molecule/triton_ptxas; here its get_ptxas(arch) is copied in shape only."""
 
+import pytest
 import json
 import os
 import subprocess
 import sys
 
 from ansible_collections.gb10.serving.plugins.module_utils.triton_ptxas import ASSEMBLERS
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H7")
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCRIPT = os.path.join(TOP, "roles", "triton_ptxas", "files", "triton_assembler.py")

@@ -1,12 +1,16 @@
 """The NCCL/Gloo env file, defined once (issue 28): role nccl_env's template renders the variables
 of module_utils/roce.py's nccl_env (filter nccl_env_vars), roce_facts returns the same variables,
 and drift has a rule for each. Rendered here from the template the role deploys."""
+import pytest
 import os
 
 import jinja2
 
 from ansible_collections.gb10.serving.plugins.filter.nccl_env_vars import FilterModule
 from ansible_collections.gb10.serving.plugins.module_utils.roce import ENV_RULES, env_rule, plan
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("N2")
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 TEMPLATE = os.path.join(TOP, 'roles', 'nccl_env', 'templates', 'nccl.env.j2')
@@ -41,6 +45,7 @@ def test_the_deployed_roce_file():
         'UCX_NET_DEVICES=enp1s0f1np1\nVLLM_HOST_IP=10.0.0.2\n')
 
 
+@pytest.mark.rule("N1")
 def test_the_deployed_ring_and_socket_files():
     ring = variables(render('roce_ring', iface='enP7s7', hcas=['rocep1s0f0', 'roceP2p1s0f0'],
                             addr_range='192.168.96.0/20'))

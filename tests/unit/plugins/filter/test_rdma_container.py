@@ -11,6 +11,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gb10.serving.plugins.filter.rdma_container import FilterModule as RdmaContainer
 from ansible_collections.gb10.serving.plugins.filter.rdma_container_missing import FilterModule as RdmaMissing
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("N1")
+
 rdma_container = RdmaContainer().filters()['rdma_container']
 rdma_missing = RdmaMissing().filters()['rdma_container_missing']
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))

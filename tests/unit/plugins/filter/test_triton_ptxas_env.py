@@ -1,9 +1,13 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+import pytest
 import os
 import re
 
 from ansible_collections.gb10.serving.plugins.filter.triton_ptxas_env import FilterModule
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H7")
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 ptxas_env = FilterModule().filters()["triton_ptxas_env"]

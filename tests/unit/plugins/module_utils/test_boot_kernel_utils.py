@@ -7,6 +7,9 @@ import pytest
 from ansible_collections.gb10.serving.plugins.module_utils.boot_kernel import (
     grub_default, menu, modinfo_version, next_kernel, packaging_of, plan, version_key)
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H1")
+
 NEW, OLD = '6.17.0-1008-nvidia', '6.11.0-1016-nvidia'
 VMLINUZ = ['config-%s' % OLD, 'initrd.img-%s' % NEW, 'vmlinuz-%s' % OLD, 'vmlinuz-%s' % NEW, 'grub']
 
@@ -99,6 +102,7 @@ def test_modules_of_another_branch_are_refused_naming_them():
     assert not plan(NEW, 'how', [{'path': path, 'version': '5800.1'}], '580')['ok']
 
 
+@pytest.mark.rule("H1")
 def test_on_dgx_os_packaging_the_fix_is_the_next_kernels_module_package():
     # DGX OS ships the modules prebuilt per kernel (linux-modules-nvidia-580-open-<kernel>); DKMS
     # there would build a second, unsigned module.
@@ -109,6 +113,7 @@ def test_on_dgx_os_packaging_the_fix_is_the_next_kernels_module_package():
     assert 'linux-modules-nvidia-580-open-%s' % NEW in either and 'dkms autoinstall -k %s' % NEW in either
 
 
+@pytest.mark.rule("H1")
 def test_the_packaging_is_read_from_where_the_running_kernels_module_sits(tmp_path):
     def module(kernel, *where):
         folder = tmp_path.joinpath('lib', 'modules', kernel, *where)

@@ -11,6 +11,9 @@ import pytest
 from ansible_collections.gb10.serving.plugins.module_utils import cluster_link as cl
 from ansible_collections.gb10.serving.plugins.module_utils.roce import read_rdma
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("N3", "N5", "N6")
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 GOLDEN = os.path.join(TOP, 'tests', 'fixtures', 'cluster_link')
 CX7 = {'enp1s0f0np0', 'enP2p1s0f0np0', 'enp1s0f1np1', 'enP2p1s0f1np1', 'enP7s7', 'lo', 'wlP9s9'}
@@ -185,6 +188,7 @@ def test_duplicate_address_is_refused_naming_both_hosts():
                and 'gb10_cluster_ip' in p and 'Fix:' in p for p in problems), problems
 
 
+@pytest.mark.rule("N3")
 def test_management_address_as_cluster_address_or_in_its_subnet_is_refused():
     cluster = pair(a='192.168.1.12', b='192.168.1.13')
     problems = cl.plan('spark1', cluster, [], CX7, {}, {})['problems']
@@ -201,6 +205,7 @@ def test_management_address_on_a_chosen_port_is_refused():
                and 'cluster_link_ports' in p for p in problems), problems
 
 
+@pytest.mark.rule("N3")
 def test_cluster_address_already_on_another_interface_is_refused():
     addresses = {'wlP9s9': [ipaddress.IPv4Interface('10.0.0.1/24')]}
     problems = cl.plan('spark1', pair(), [], CX7, addresses, {})['problems']

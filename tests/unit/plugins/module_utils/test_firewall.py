@@ -10,6 +10,9 @@ import yaml
 
 from ansible_collections.gb10.serving.plugins.module_utils.firewall import FirewallError, networks, ruleset
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("A4")
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 # Ray's own fixed ports that ray_cluster does not set: dashboard, client server, dashboard agent.
 RAY_DEFAULT_PORTS = (8265, 10001, 52365)

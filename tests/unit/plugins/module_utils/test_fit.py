@@ -8,6 +8,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.fit import (
 
 from profile_helpers import real
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H10", "V5", "M2")
+
 GIB = 1024 ** 3
 
 
@@ -90,6 +93,7 @@ def test_the_field_head_is_what_the_fit_expects_of_a_warm_m3_node():
     assert plan['host_gib'] == FIELD_HOST_GIB
 
 
+@pytest.mark.rule("H10")
 def test_the_guard_never_ends_the_field_healthy_warm_head():
     plan = fit_plan(real('minimax-m3-nvfp4'), budget_gib=119.7)
     assert plan['fits'] and plan['oom_guard_gib'] < FIELD_WARM_HEAD_GIB
@@ -97,6 +101,7 @@ def test_the_guard_never_ends_the_field_healthy_warm_head():
     assert 0.04 * 119.7 > FIELD_WARM_HEAD_GIB
 
 
+@pytest.mark.rule("H10")
 def test_a_profile_that_leaves_the_guard_no_margin_is_refused_with_both_figures():
     prof = copy.deepcopy(real('minimax-m3-nvfp4'))
     prof['gpu_memory_utilization'] = 0.85

@@ -20,6 +20,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.link_probe import (
     tcp_reference,
 )
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("N5")
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 PROBE = os.path.join(TOP, 'roles', 'link_check', 'files', 'allreduce_probe.py')
 

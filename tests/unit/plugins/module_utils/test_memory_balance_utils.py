@@ -5,6 +5,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.memory_balance import
     balance,
 )
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H5", "H6")
+
 
 def node(available, total=119.7):
     return {'available_gib': available, 'total_gib': total}

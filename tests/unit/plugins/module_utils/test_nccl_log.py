@@ -10,6 +10,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.nccl_log import (
     parse_init_log,
 )
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("N5")
+
 
 @pytest.fixture
 def nccl_log(fixture_path):
@@ -132,6 +135,7 @@ def test_device_machine_roce_profile_without_rdma_falls_back_to_socket(nccl_log)
     assert 'NCCL_IB_HCA' in problem and 'rules N1, N5' in problem
 
 
+@pytest.mark.rule("N1")
 def test_device_machine_roce_profile_with_net_ib_fails_instead_of_falling_back(nccl_log, fixture_path):
     # The same machine kind (H200, NCCL 2.28.9, no RDMA device), the env nccl_env now renders for
     # roce: NCCL_NET=IB. NCCL finds no IB device and stops ("Failed to initialize any NET plugin",

@@ -4,10 +4,14 @@
 module's reading as Prometheus text, and the collection's textfiles beside it. The exporter that
 serves it runs in molecule/node_metrics and on the simulated cluster (tests/e2e/test_4b_watchdog.py)."""
 
+import pytest
 import re
 
 from ansible_collections.gb10.serving.plugins.module_utils import node_metrics as nm
 from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import measure
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("O6")
 
 # A GB10 with 33 GiB held by the driver and no GPU process (rule H4), as the module reads it.
 LEAKED_MEMINFO = ('MemTotal: 125510140 kB\nMemFree: 85000000 kB\nMemAvailable: 86000000 kB\n'

@@ -8,6 +8,9 @@ from ansible_collections.gb10.serving.plugins.module_utils import preflight as P
 
 from profile_helpers import real, sim
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("N3", "M2")
+
 
 def node(host, ip, **extra):
     base = {
@@ -65,6 +68,7 @@ def test_missing_cluster_ip():
     assert any('host spark2: gb10_cluster_ip is not set' in p for p in found)
 
 
+@pytest.mark.rule("H6")
 def test_utilization_above_ceiling():
     prof = copy.deepcopy(real('minimax-m27-nvfp4'))
     prof['gpu_memory_utilization'] = 0.95
@@ -80,6 +84,7 @@ def test_sglang_mem_fraction_above_ceiling():
     one(problems(prof, engine='sglang'), 'sglang.mem_fraction_static 0.92', '(H6)')
 
 
+@pytest.mark.rule("S4")
 def test_sglang_refused_for_deepseek_v4_flash():
     found = problems(real('deepseek-v4-flash'), engine='sglang')
     one(found, 'host spark1: gb10_engine sglang cannot serve profile deepseek-v4-flash', 'FlashMLA',
@@ -94,6 +99,7 @@ def test_unknown_engine():
     one(problems(engine='trtllm'), "gb10_engine is 'trtllm'", 'vllm or sglang')
 
 
+@pytest.mark.rule("V4")
 def test_mxfp4_loader_for_minimax_checkpoint():
     prof = copy.deepcopy(real('minimax-m27-nvfp4'))
     prof['device_args']['quantization'] = 'mxfp4'
@@ -103,6 +109,7 @@ def test_mxfp4_loader_for_minimax_checkpoint():
     assert any('takes gpt-oss checkpoints only' in p for p in found)
 
 
+@pytest.mark.rule("V3")
 def test_ngc_image_with_mxfp4_checkpoint_and_fastsafetensors():
     prof = copy.deepcopy(real('minimax-m27-mxfp4'))
     prof['image'] = 'nvcr.io/nvidia/vllm:26.04-py3'
@@ -113,6 +120,7 @@ def test_ngc_image_with_mxfp4_checkpoint_and_fastsafetensors():
     assert len(found) == 2
 
 
+@pytest.mark.rule("V4")
 def test_gptq_loader_needs_gptq_checkpoint():
     prof = copy.deepcopy(real('minimax-m27-nvfp4'))
     prof['device_args']['quantization'] = 'gptq_marlin'
@@ -123,6 +131,7 @@ def test_gptq_loader_needs_gptq_checkpoint():
     ('590.44.01', 'CUDA-graph deadlock on GB10 (H1)'),
     ('575.57.08', 'only 580.x is known good'),
 ])
+@pytest.mark.rule("H1")
 def test_driver_branch(version, fragment):
     nodes = pair()
     nodes[1]['driver_version'] = version
@@ -221,6 +230,7 @@ def test_model_absent_everywhere_is_a_note_when_it_will_be_downloaded():
 COMMIT = '0123456789abcdef0123456789abcdef01234567'
 
 
+@pytest.mark.rule("M3")
 @pytest.mark.parametrize('revision', ['', 'main', 'v1.0', COMMIT[:12], COMMIT.upper()])
 def test_a_download_of_a_moving_or_short_revision_is_refused_with_the_lookup(revision):
     # Issue 47: a download takes one commit; a branch or tag moves, and the model's own code with it.
@@ -245,6 +255,7 @@ def test_poorest_node_short_of_free_memory():
     one(problems(nodes=nodes), 'host spark2 (poorest node', '55.0 GiB available', 'page cache (H3)')
 
 
+@pytest.mark.rule("H4")
 def test_a_leaked_node_is_named_with_the_command_that_frees_it():
     # issue 48: a Ray worker whose container ended under its rank left 33 GiB held by the driver
     # (H4); the deploy must say that node leaked and what reboots it, not three guesses.
@@ -305,6 +316,7 @@ def test_run_hosts_check_alone():
 
 # H1 and the deploy's host prep (issue 4): a wrong branch that host prep replaces is a note.
 
+@pytest.mark.rule("H1")
 def test_driver_590_replaced_by_host_prep_is_a_note():
     nodes = pair()
     nodes[1].update(driver_version='590.44.01', driver_host_prep='580')
@@ -314,6 +326,7 @@ def test_driver_590_replaced_by_host_prep_is_a_note():
         'CUDA-graph deadlock', 'preflight_host_prep_follows')
 
 
+@pytest.mark.rule("H1")
 @pytest.mark.parametrize('host_prep', ['', '575'])
 def test_driver_590_without_host_prep_is_refused(host_prep):
     # '' - preflight on its own, or nvidia_driver_install false on that host; '575' - host prep
@@ -338,6 +351,7 @@ def test_good_driver_needs_no_note():
     assert problems(nodes=nodes) == [] and PF.preflight_notes(nodes) == []
 
 
+@pytest.mark.rule("N1")
 @pytest.mark.parametrize('transport', ['roce', 'roce_ring'])
 def test_roce_on_a_host_without_verbs_devices_is_refused_naming_host_and_fix(transport):
     nodes = [node('spark1', '10.0.0.1', transport=transport),

@@ -12,6 +12,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.render import vllm_se
 
 from profile_helpers import RAW, SIM, real, sim
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("M1")
+
 # What an overlay may change: image, model path (and what describes the model found there),
 # device flags and sizes (profiles/README.md).
 ALLOWED_PREFIXES = ('image', 'model.path', 'model.weights_gb', 'model.shape', 'model.checkpoint_format',
@@ -64,6 +67,7 @@ def test_sim_argv_drops_gpu_only_flags_and_runs_eager(name):
     assert sim(name)['device_env'] == {'VLLM_CPU_KVCACHE_SPACE': '1'}
 
 
+@pytest.mark.rule("V2")
 def test_real_m27_nvfp4_recipe():
     prof = real('minimax-m27-nvfp4')
     assert (prof['tensor_parallel_size'], prof['nodes'], prof['gpu_memory_utilization']) == (2, 2, 0.82)
@@ -109,6 +113,7 @@ def test_every_profile_asks_a_question_with_one_right_answer(name):
     assert sim(name)['known_answer']['prompt'] == known['prompt']
 
 
+@pytest.mark.rule("V8")
 def test_the_sim_overlay_expects_the_tiny_models_answer():
     # tests/sim/model/make_tiny_model.py builds a model whose greedy answer at TP=1 is KNOWN_ANSWER
     # (it checks that with transformers before saving): the overlay must expect exactly that.
@@ -125,6 +130,7 @@ def test_the_sim_overlay_expects_the_tiny_models_answer():
     (lambda p: p['known_answer'].update({'expect': ' '}), r'known_answer.expect: must be a non-empty string'),
     (lambda p: p['known_answer'].update({'max_tokens': 0}), r'known_answer.max_tokens: must be an integer >= 1'),
 ])
+@pytest.mark.rule("V8")
 def test_a_profile_without_a_usable_known_answer_is_refused(mutate, message):
     with pytest.raises(P.ProfileError, match=message):
         P.load('minimax-m27-nvfp4', _broken(mutate))
@@ -154,6 +160,7 @@ def test_reason_without_rule_id_is_refused():
         P.load('minimax-m27-nvfp4', raw)
 
 
+@pytest.mark.rule("M1")
 @pytest.mark.parametrize('section, name', [('env', 'SAFETENSORS_FAST_GPU'), ('device_env', 'TORCH_CUDA_ARCH_LIST')])
 def test_an_engine_env_entry_that_vllm_does_not_carry_to_its_ray_workers_is_refused(section, name):
     # vLLM copies VLLM_*, NCCL_*, HF_* ... to its Ray workers; the ranks never see anything else.
@@ -173,6 +180,7 @@ def test_variables_vllm_carries_and_ray_env_take_any_name():
 
 @pytest.mark.parametrize('field, image', [('image', 'vllm-node:latest'), ('image', 'vllm-node'),
                                           ('image', 'localhost:5000/vllm-node'), ('sglang.image', 'lmsysorg/sglang:latest')])
+@pytest.mark.rule("M1")
 def test_an_image_that_is_not_pinned_is_refused_with_the_fix(field, image):
     def plant(p):
         if field == 'image':
@@ -191,6 +199,7 @@ def test_a_pinned_image_passes(image):
     assert P.load('minimax-m27-nvfp4', _broken(lambda p: p.update({'image': image})))['image'] == image
 
 
+@pytest.mark.rule("M3")
 @pytest.mark.parametrize('revision', ['main', 'refs/pr/1', '0123456789ab', 'F' * 40])
 def test_a_model_revision_that_is_no_commit_is_refused(revision):
     # Issue 47: a profile names the commit it was reviewed at, never a branch or tag.
@@ -247,6 +256,7 @@ def test_plain_names_pass_the_name_check():
         assert P.check_name(name, RAW) == name
 
 
+@pytest.mark.rule("A1")
 @pytest.mark.parametrize('host', ['0.0.0.0', '192.168.1.10', '::'])
 def test_a_profile_whose_engine_faces_the_network_is_refused(host):
     # A1: vLLM's --api-key leaves /invocations, /tokenize, /load ... open, so only the API gateway

@@ -8,6 +8,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.render import (
 
 from profile_helpers import real
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("V1")
+
 
 def pairs(argv):
     return {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith('--')}
@@ -57,6 +60,7 @@ def test_engine_env_is_env_plus_device_env_as_strings():
     assert 'RAY_memory_monitor_refresh_ms' not in env  # belongs to ray start (ray.env)
 
 
+@pytest.mark.rule("S3")
 def test_sglang_multinode_launch_uses_v0512_names():
     argv = sglang_launch_argv(real('minimax-m27-nvfp4'), head_ip='10.0.0.1', node_rank=1)
     assert argv[:3] == ['python3', '-m', 'sglang.launch_server']
@@ -72,6 +76,7 @@ def test_sglang_multinode_launch_uses_v0512_names():
         assert old not in argv
 
 
+@pytest.mark.rule("S2")
 def test_sglang_disables_cuda_graphs_on_multinode_even_if_profile_forgets():
     prof = copy.deepcopy(real('minimax-m27-nvfp4'))
     del prof['sglang']['args']['disable-cuda-graph']

@@ -14,6 +14,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.roce import (
     read_rdma,
 )
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("N1", "N2", "N3", "N5", "N6")
+
 
 def facts(fixture_path, tree, cluster_ip, transport='roce', **kwargs):
     root = fixture_path('sysfs', *tree.split('/'))
@@ -137,6 +140,7 @@ def test_cluster_ip_on_the_management_nic_is_the_wrong_wire(fixture_path):
     assert 'no ACTIVE RoCE port has a RoCE v2 IPv4 GID in 10.10.0.0/24' in text
 
 
+@pytest.mark.rule("N4")
 def test_socket_mode_is_explicit_tcp_on_the_fast_link(fixture_path):
     result = facts(fixture_path, 'direct-pair/spark1', '192.168.100.10', 'socket')
     assert result['problems'] == []

@@ -12,6 +12,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import
     read_baseline,
 )
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H4")
+
 GIB = 1024 ** 3
 KIB = 1024
 TOTAL_KB = 125510140  # 119.7 GiB, a Spark

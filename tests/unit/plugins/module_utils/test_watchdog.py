@@ -13,6 +13,9 @@ from ansible_collections.gb10.serving.plugins.module_utils import watchdog as w
 
 from test_node_metrics import gb10_reading
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("O4")
+
 OK = {"error": None, "tokens": 5, "content": "The answer is 42."}
 
 
@@ -85,6 +88,7 @@ def simulated_day(max_per_day, pause_s, recovery_s=1500, interval_s=60):
     return recoveries, state
 
 
+@pytest.mark.rule("O4")
 def test_a_day_of_recoveries_that_never_serve_again_is_bounded():
     # The hourly window alone: a 25-minute recovery never spends it, the engine is hard-restarted
     # all day (issue 47: 43-69 a day, as its own logic has it).
@@ -186,6 +190,7 @@ NODES = {"spark-1": "192.168.100.10", "spark-2": "192.168.100.11", "spark-3": "1
     # A node Ray shows at another address (the management NIC) is not the node on the link.
     (["192.168.100.10", "192.168.100.11", "10.0.0.12"], ["spark-3 (192.168.100.12)"]),
 ])
+@pytest.mark.rule("O5")
 def test_a_relaunch_waits_for_the_nodes_ray_does_not_show_alive_by_name(alive, missing):
     assert w.missing_nodes(NODES, alive) == missing
 

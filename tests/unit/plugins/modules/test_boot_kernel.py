@@ -2,11 +2,15 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Module boot_kernel on file trees laid out as a node's / (rule H1, issue 27)."""
 
+import pytest
 import shutil
 
 import yaml
 
 from ansible_collections.gb10.serving.plugins.modules import boot_kernel
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H1")
 
 NEW, OLD = '6.17.0-1008-nvidia', '6.11.0-1016-nvidia'
 

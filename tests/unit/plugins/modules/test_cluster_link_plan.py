@@ -1,10 +1,14 @@
 """Module gb10.serving.cluster_link_plan: reads sysfs (fixture trees), `ip -j addr` and the other
 netplan files of the node, and returns the plan or fails before anything changes."""
+import pytest
 import json
 
 import yaml
 
 from ansible_collections.gb10.serving.plugins.modules import cluster_link_plan
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("N3")
 
 PAIR = [
     {'host': 'spark1', 'mode': 'bond', 'ports': 'detect', 'address': '10.0.0.1', 'prefix': 24,

@@ -1,6 +1,10 @@
+import pytest
 import json
 
 from ansible_collections.gb10.serving.plugins.modules import converged_state
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("O2")
 
 
 def args(tmp_path, **extra):

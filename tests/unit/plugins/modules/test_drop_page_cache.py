@@ -1,6 +1,10 @@
+import pytest
 import shutil
 
 from ansible_collections.gb10.serving.plugins.modules import drop_page_cache
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H3")
 
 
 def proc_tree(tmp_path, fixture_path, meminfo='meminfo.gb10-after-load'):

@@ -11,6 +11,9 @@ import pytest
 
 from ansible_collections.gb10.serving.plugins.modules import unified_memory
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H4")
+
 SPARK_POOL = 128522383360  # 119.7 GiB
 OVERRIDE_POOL = 66571993088  # ~62 GB
 
@@ -154,6 +157,7 @@ def test_running_vllm_is_a_gpu_workload_not_a_leak(kit, run_module, tmp_path):
     assert result['leaked'] is False
 
 
+@pytest.mark.rule("H10")
 def test_a_program_that_only_names_the_engine_is_no_gpu_workload(kit, run_module, tmp_path):
     # earlyoom (rule H10) names the engine's processes in its arguments; a driver lists its clients,
     # not the programs that mention them, so a leak beside it is still a leak.
@@ -263,6 +267,7 @@ def test_a_rank_whose_container_dies_under_it_leaks_until_a_reboot(kit, ledger, 
     assert not failed and not result['leaked']
 
 
+@pytest.mark.rule("H1")
 def test_a_kernel_update_without_modules_boots_a_node_without_its_gpu(kit, run_module):
     # Rule H1, issue 27: the kit's node runs a kernel with the driver's modules; an update installs
     # a newer kernel that DKMS built nothing for. boot_kernel names it before the reboot; booted

@@ -1,8 +1,12 @@
 """link_check_eval: the probe's figure against the floor, and NCCL's choice against the transport,
 on the device machine's real output (tests/fixtures/nccl/README.md)."""
+import pytest
 import json
 
 from ansible_collections.gb10.serving.plugins.modules import link_check_eval
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("N5")
 
 
 def read(fixture_path, name):

@@ -1,4 +1,8 @@
+import pytest
 from ansible_collections.gb10.serving.plugins.modules import memory_balance
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H5", "H6")
 
 
 def test_unbalanced_cluster_fails_naming_the_poor_node(run_module):

@@ -1,4 +1,8 @@
+import pytest
 from ansible_collections.gb10.serving.plugins.modules import roce_facts
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("N1", "N5")
 
 
 def args(fixture_path, tree, cluster_ip, **extra):

@@ -1,9 +1,13 @@
+import pytest
 import json
 import os
 import stat
 
 from ansible_collections.gb10.serving.plugins.module_utils import unified_memory as reading
 from ansible_collections.gb10.serving.plugins.modules import unified_memory
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H4")
 
 H100 = 'nvidia-h100-80gb-hbm3-580.159.04.'
 

@@ -1,8 +1,12 @@
 """The commands the callbacks print, from the user's own ansible-playbook arguments."""
+import pytest
 import shlex
 
 from ansible_collections.gb10.serving.plugins.plugin_utils.cli_command import (
     adhoc_ping, is_secret, left_out_note, playbook_command, sibling_playbook, split_extra_vars)
+
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("O3")
 
 CLIARGS = {
     'args': ('playbooks/deploy.yml',),

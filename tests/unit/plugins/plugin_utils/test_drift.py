@@ -9,6 +9,9 @@ from ansible_collections.gb10.serving.plugins.filter.nccl_env_wanted import nccl
 from ansible_collections.gb10.serving.plugins.plugin_utils.drift import (
     DriftReport, check_name, env_drift, fix_command, fix_kind, rule_of)
 
+# The rules this module shows as a whole (docs/rules.md, built from these marks).
+pytestmark = pytest.mark.rule("H10", "O3")
+
 CLIARGS = {'args': ('playbooks/drift.yml',), 'inventory': ('/repo/inventory/sparks.ini',),
            'extra_vars': ('gb10_profile=minimax-m27-nvfp4',), 'check': True, 'diff': True,
            'subset': None, 'tags': ('all',), 'skip_tags': ()}
