@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The tests column of docs/rules.md's index, built from the tests themselves (issue 51).
 
 A test says which rules it shows with a mark: `@pytest.mark.rule("H4", "O1")` on the function, or

@@ -80,7 +80,7 @@ def test_every_cluster_wide_name_a_role_reads_is_defined_in_the_cluster_role():
     facts = _cluster_defaults()
     read = set()
     for path in _files('roles/*/defaults/main.yml'):
-        for _, line in _code_lines(path):
+        for unused_number, line in _code_lines(path):
             # Names in quotes or paths are values (a group name, a key file), not variables.
             read.update(re.findall(r'(?<![\'/])\b(gb10_[a-z0-9_]+)\b', line))
     assert sorted(read - set(facts)) == []

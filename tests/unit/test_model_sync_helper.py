@@ -20,8 +20,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 HELPER = os.path.join(TOP, 'roles', 'model_sync', 'files', 'gb10-model-sync.sh')
 STREAMS = 4
 
-pytestmark = [pytest.mark.rule("M3"), pytest.mark.skipif(shutil.which('rsync') is None,
-                                reason='rsync is not installed (scripts/host-deps.sh installs it)')]
+pytestmark = [pytest.mark.rule("M3"),
+              pytest.mark.skipif(shutil.which('rsync') is None, reason='rsync is not installed (scripts/host-deps.sh installs it)')]
 
 
 def helper(*args):
