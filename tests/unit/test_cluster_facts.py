@@ -108,3 +108,36 @@ def test_every_play_that_reads_the_cluster_imports_it():
             if any(re.search(r'\b%s\b' % name, text) for name in facts) and not imports:
                 without.append('%s: %s' % (os.path.relpath(path, TOP), play['name']))
     assert without == []
+
+
+# What the roles write at run time rather than configure (issue 51's converged_state count): each
+# changes while the cluster serves, so the converged read (role cluster, entry point
+# converged_state) must not fingerprint it, or no re-run would ever be converged.
+RUNTIME_STATE = {
+    'firewall_listing_file': 'the kernel listing recorded after each load',
+    'leak_recovery_memory_baseline': "the node's clean reading, replaced after a reboot",
+    'link_check_dir': "the link probe's last figures",
+    'modprobe_override_kept_record': "CUDA's view recorded beside a kept override",
+    'node_metrics_textfile_root': 'the metrics every role writes for the exporter',
+    'node_metrics_leak_reboot_log': "the gate's leak reboot requests",
+    'ray_cluster_cache_dir': "the engine's compile cache",
+    'serving_image_build_dir': 'a build context, only where an image is built',
+    'triton_ptxas_source': "a path inside the serving container, not on the node",
+    'watchdog_dir': "the watchdog's state and incidents",
+}
+
+
+def test_every_path_a_role_configures_on_a_node_is_read_by_the_converged_check():
+    with open(os.path.join(CLUSTER, 'tasks', 'converged_state.yml')) as f:
+        read = yaml.safe_load(f)[0]['gb10.serving.converged_state']['files']
+    unread = []
+    for path in _files('roles/*/defaults/main.yml'):
+        with open(path) as f:
+            defaults = yaml.safe_load(f) or {}
+        for name, value in defaults.items():
+            if not (isinstance(value, str) and re.match(r'^/(etc|usr/local|opt|var/lib)/', value)):
+                continue
+            if name in RUNTIME_STATE or any(value == r or value.startswith(r.rstrip('/') + '/') for r in read):
+                continue
+            unread.append('%s=%s' % (name, value))
+    assert unread == [], 'add the path to the converged read, or to RUNTIME_STATE with why it changes at run time'
