@@ -13,7 +13,7 @@
 #             2-Spark cluster (deploy TP=2, re-run, drift, recover, exposure, faults, watchdog),
 #             then teardown
 # Slower, not in the default run (the budget: 30 minutes on 2 cores, CI's hard limit 90):
-#   molecule-sim  the scenarios that need the simulation: its cluster (ray_cluster, vllm_serve; the
+#   molecule-sim  the scenarios that need the simulation: its cluster (ray_cluster, vllm_serve, watchdog; the
 #                 e2e stage runs the same roles on the same cluster through deploy-m27.yml) or its
 #                 serving image (link_check: both ranks on this machine's Docker)
 #   e2e cases marked `full` (pytest.ini): link and registry faults that a role run alone shows,
