@@ -155,8 +155,19 @@ def test_only_ssh_and_the_gateway_answer_a_machine_outside_the_cluster_over_ipv4
     # list of ports leaves it open). The metrics port answers the controller, not this client.
     own_service = 20000
     ip6 = {h["name"]: h["ip6"] for h in sim_cluster.state["hosts"]}
+    # Started in the background, it listens a moment later: each start waits (bounded) until it does,
+    # so the ports read below include it.
+    wait_listening = ("import socket, sys, time\n"
+                      "for _ in range(100):\n"
+                      "    try:\n"
+                      "        socket.create_connection(('::1', %d), 1).close()\n"
+                      "        sys.exit(0)\n"
+                      "    except OSError:\n"
+                      "        time.sleep(0.1)\n"
+                      "sys.exit('nothing listens on %d')\n" % (own_service, own_service))
     for host in sim_cluster.hosts:
-        on_host(host, "sh", "-c", "setsid python3 -m http.server --bind :: %d >/dev/null 2>&1 </dev/null &" % own_service)
+        on_host(host, "sh", "-c", "setsid python3 -m http.server --bind :: %d >/dev/null 2>&1 </dev/null & "
+                "python3 -c %s" % (own_service, shlex.quote(wait_listening)))
     try:
         reachable, listening = {}, {}
         for host in sim_cluster.hosts:
