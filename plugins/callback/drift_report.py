@@ -14,15 +14,15 @@ version_added: "0.1.0"
 description:
   - Active only in plays that set C(gb10_drift_report=true) (as C(playbooks/drift.yml) does), so it
     can stay enabled for every run.
-  - A task that fails, or that reports C(changed) while the run is in check mode, is drift on that
-    host. A check that ignores its failure (so that the host's other checks still run) is drift all
-    the same when its name carries a rule; an ignored failure without a rule is not. The rule is
-    the ID the task name ends with, for example C(Driver packages are held (H1)). A role's drift
-    check (its C(tasks_from=drift) entry point, C(roles/<role>/tasks/drift*.yml)) is named
-    without the role, as it was named when C(playbooks/drift.yml) held it.
+  - Reads the one drift contract, the C(gb10_drift) field of each result of M(gb10.serving.drift_check)
+    (rule, drifted, finding), whatever the task is called. A drifted check is a finding on that host
+    under its rule; a check that holds counts the rule as checked there. A role's drift check (its
+    C(tasks_from=drift) entry point, C(roles/<role>/tasks/drift*.yml)) is named without the role.
+  - A task that fails (not ignored, not in a block with a rescue, whose check then answers) or a host
+    that is unreachable in such a play is a finding without a rule - the host could not be checked there. Nothing else is drift - a role step run in check mode
+    that would change something is reported by the check after it.
   - Each check of a host counts once per rule; the changed variables of the NCCL/Gloo env file
-    come to the rule each belongs to (filter C(gb10.serving.nccl_env_drift)). A role step run in
-    check mode without a rule in its name is no finding by itself (the check after it reports it).
+    come to the rule each belongs to (filter C(gb10.serving.nccl_env_drift)).
   - Writes C(drift-report.json) and C(drift-report.xml) (JUnit, one test case per host and rule)
     to O(output_dir), and prints a short summary with the command that fixes each finding.
   - A fix command is the one that runs when pasted from where the drift run was started. It repeats
@@ -89,7 +89,17 @@ import os
 
 from ansible import context
 from ansible.plugins.callback import CallbackBase
-from ansible_collections.gb10.serving.plugins.plugin_utils.drift import DriftReport, check_name, rule_of
+from ansible_collections.gb10.serving.plugins.plugin_utils.drift import RESULT_FIELD, DriftReport, check_name
+
+
+def rescued(task):
+    """Whether a block around the task has a rescue, which then answers for its failure."""
+    parent = getattr(task, '_parent', None)
+    while parent is not None:
+        if getattr(parent, 'rescue', None):
+            return True
+        parent = getattr(parent, '_parent', None)
+    return False
 
 
 class CallbackModule(CallbackBase):
@@ -102,11 +112,9 @@ class CallbackModule(CallbackBase):
         super(CallbackModule, self).__init__(*args, **kwargs)
         self._report = None
         self._active = False
-        self._check_mode = False
 
     def v2_playbook_on_start(self, playbook):
         args = dict(context.CLIARGS or {})
-        self._check_mode = bool(args.get('check'))
         self._report = DriftReport(
             cliargs=args,
             deploy_playbook=self.get_option('deploy_playbook'),
@@ -126,22 +134,19 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_ok(self, result):
         if not (self._active and self._report):
             return
-        host, task = self._host_task(result)
-        in_check = self._check_mode or bool(result._task.check_mode)
-        if result._result.get('changed') and in_check:
-            self._report.changed(host, task, result._result)
-        else:
-            self._report.ok(host, task)
+        answer = result._result.get(RESULT_FIELD)
+        if isinstance(answer, dict):
+            host, task = self._host_task(result)
+            self._report.answered(host, task, answer)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
-        # A drift check ignores its own failure so that the host's other checks still run: with a
-        # rule in its name it is a finding all the same. An ignored failure without one is a
-        # role's expected failure, no drift.
-        if not (self._active and self._report):
+        # A check answers, it does not fail: a failure is a host that could not be checked there.
+        # An ignored one is a role's expected failure, no drift; a rescued one is answered by the
+        # rescue's check (link_check's drift entry point).
+        if not (self._active and self._report) or ignore_errors or rescued(result._task):
             return
         host, task = self._host_task(result)
-        if not ignore_errors or rule_of(task) != 'general':
-            self._report.failed(host, task, result=result._result)
+        self._report.failed(host, task, result=result._result)
 
     def v2_runner_on_unreachable(self, result):
         if self._active and self._report:

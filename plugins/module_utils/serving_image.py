@@ -5,7 +5,7 @@
 pulled there first, and which nodes need a copy over the cluster link (issue 17).
 
 Pure functions over what each node reported (image ID, cluster address, whether its cluster-key
-gate lets a peer run ``docker load``, its Docker version); no I/O. Every refusal names the host,
+cluster-key gate is installed, its Docker version); no I/O. Every refusal names the host,
 the variable and the fix, and comes before anything changes.
 """
 
@@ -100,7 +100,7 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     """Decide what happens on each node.
 
     image: the profile's image reference. nodes: one dict per host in the group's order, with
-    host, id (image ID or ''), cluster_ip, gate_load (the host's gate allows docker load),
+    host, id (image ID or ''), cluster_ip, gate_load (the host has the cluster-key gate, which the role gives its docker load),
     client (the host has the cluster ssh client), zstd (the host has zstd), docker_version (its
     Docker server version), link_ips ({peer: the peer's address over this host's own link to it},
     as role cluster_link verified it; in a 3-node mesh each pair has a subnet of its own, and the
@@ -208,9 +208,9 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
                             '(cluster_link_ssh_trust: true).' % (src, CLIENT))
         for host in result['targets']:
             if not by_host[host]['gate_load']:
-                problems.append('host %s: its cluster-key gate (%s) does not let a peer run `docker load`, '
-                                'so %s cannot copy %s there. Fix: run role gb10.serving.cluster_link with '
-                                'cluster_link_ssh_docker_load: true.' % (host, GATE, src, image))
+                problems.append('host %s: its cluster-key gate (%s) is missing, so %s cannot stream %s into its '
+                                '`docker load`. Fix: run role gb10.serving.cluster_link there first '
+                                '(cluster_link_ssh_trust: true; playbooks/cluster_link.yml).' % (host, GATE, src, image))
         result['targets_ip'] = dict((h, by_host[src]['link_ips'].get(h) or by_host[h]['cluster_ip'])
                                     for h in result['targets'])
         result['targets_layers'] = dict((h, layers_held(by_host[src]['layers'], by_host[h]['images_layers'])

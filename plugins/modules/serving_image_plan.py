@@ -14,13 +14,13 @@ short_description: Plan how the serving image reaches every GB10 node
 version_added: "0.1.0"
 description:
   - From what every node of the cluster reported (the image's ID or none, its cluster address,
-    whether its cluster-key gate lets a peer run C(docker load), its Docker version), chooses the
+    whether it has the cluster-key gate, its Docker version), chooses the
     source node (O(source), else the first node, the head; a node that has the image when the
     head does not), whether the image is pulled there first (only when no node has it), and which
     nodes get a copy over the cluster link (those without it or with another image ID).
   - Refuses before anything changes, each message naming the host, the variable and the fix (an
     image on no node with no way to get it, holders that disagree on the ID without the source, a
-    node to copy to without C(gb10_cluster_ip) or whose gate does not allow C(docker load)).
+    node to copy to without C(gb10_cluster_ip) or without the cluster-key gate).
   - Pure planning; reads nothing on the node and changes nothing.
 options:
   image:

@@ -15,8 +15,10 @@ from ansible_collections.gb10.serving.plugins.module_utils.roce import env_rule
 from ansible_collections.gb10.serving.plugins.plugin_utils.cli_command import (
     left_out_note, playbook_command, sibling_playbook)
 
-# Drift checks name their rule at the end of the task name: "Driver packages are held (H1)".
-RULE_IN_NAME = re.compile(r'\(([HNRVSMOA][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
+# The one drift contract (gb10.serving.drift_check): a check's answer is this result field, and a
+# drifted check's finding is appended to this host fact, which drift.yml's verdict reads.
+RESULT_FIELD = 'gb10_drift'
+FINDINGS_FACT = 'gb10_drift_findings'
 
 # How each rule's drift is fixed:
 # - H4 (leaked memory): playbooks/recover.yml on the whole group (it reboots only leaked nodes).
@@ -36,6 +38,22 @@ HOST_PREP_RULES = ('H1', 'H10', 'N1', 'N2', 'N3', 'N4', 'N6', 'A4')
 DRIFT_ENTRY_PATH = re.compile(r'[/\\]roles[/\\][^/\\]+[/\\]tasks[/\\]drift(?:_[^/\\]*)?\.ya?ml(?::\d+)?$')
 
 
+def drift_outcome(assert_result, rule, check, findings):
+    """gb10.serving.drift_check's result from ansible.builtin.assert's: a false condition is drift,
+    reported as changed (the deploy would change the node), never failed, so the host's other
+    checks still run; the finding goes to the result field and, appended to `findings` (this run's
+    so far), to the host fact."""
+    result = dict(assert_result)
+    drifted = bool(result.pop('failed', False))
+    finding = str(result.get('msg') or '').strip() if drifted else ''
+    result['changed'] = drifted
+    result[RESULT_FIELD] = {'rule': rule, 'drifted': drifted, 'finding': finding, 'check': check}
+    if drifted:
+        result['ansible_facts'] = {FINDINGS_FACT: list(findings or []) + [
+            {'rule': rule, 'finding': finding, 'check': check}]}
+    return result
+
+
 def check_name(full_name, own_name, path):
     """The name a finding gives a task. A role's drift check (its drift entry point, rule O3) by its
     own name, as the check was named when playbooks/drift.yml held it; any other task as Ansible
@@ -43,12 +61,6 @@ def check_name(full_name, own_name, path):
     if own_name and DRIFT_ENTRY_PATH.search(path or ''):
         return own_name
     return full_name
-
-
-def rule_of(task_name):
-    """The rule ID a task name ends with, or 'general' for a task without one."""
-    match = RULE_IN_NAME.search(task_name or '')
-    return match.group(1) if match else 'general'
 
 
 def fix_kind(rule):
@@ -120,18 +132,8 @@ def env_drift(before, after):
 
 
 def _summary_of(result):
-    """One line saying what drifted, from a task result dict; a diff names the file on the host
-    (before_header), never the controller's temporary copy of a template."""
-    if result.get('msg'):
-        return str(result['msg']).strip().splitlines()[0]
-    diff = result.get('diff')
-    diffs = diff if isinstance(diff, list) else [diff] if diff else []
-    for entry in diffs:
-        if isinstance(entry, dict):
-            where = entry.get('before_header') or entry.get('after_header')
-            if where:
-                return 'would change %s' % where
-    return 'would change'
+    """The first line of a failed task's message."""
+    return str(result.get('msg') or '').strip().splitlines()[0] if str(result.get('msg') or '').strip() else ''
 
 
 class DriftReport(object):
@@ -148,8 +150,7 @@ class DriftReport(object):
     def _check(self, host, rule):
         self.checked.setdefault(host, set()).add(rule)
 
-    def _add(self, host, task_name, kind, summary):
-        rule = rule_of(task_name)
+    def _add(self, host, task_name, rule, kind, summary):
         self._check(host, rule)
         for finding in self.findings:
             if finding['host'] == host and finding['rule'] == rule:
@@ -171,24 +172,21 @@ class DriftReport(object):
             'fix_left_out': left_out,
         })
 
-    def ok(self, host, task_name):
-        rule = rule_of(task_name)
-        if rule != 'general':
+    def answered(self, host, task_name, answer):
+        """A drift check's answer (its result's gb10_drift field): checked, and a finding when drifted."""
+        rule = answer.get('rule') or 'general'
+        if answer.get('drifted'):
+            self._add(host, task_name, rule, 'drifted', (answer.get('finding') or 'drifted').strip().splitlines()[0])
+        else:
             self._check(host, rule)
 
-    def changed(self, host, task_name, result):
-        """A change in check mode is a host that left the desired state, reported under the
-        check's rule. A task without a rule in its name (a role's step run in check mode to see
-        what it would do) is no finding by itself: the check named with its rule reports it."""
-        if rule_of(task_name) == 'general':
-            return
-        self._add(host, task_name, 'would_change', _summary_of(result))
-
     def failed(self, host, task_name, result):
-        self._add(host, task_name, 'failed', _summary_of(result) or 'failed')
+        """A task that failed in a drift run (not a check's answer: a check answers, it does not
+        fail): the host could not be checked there, which the deploy's run shows."""
+        self._add(host, task_name, 'general', 'failed', _summary_of(result) or 'failed')
 
     def unreachable(self, host, task_name, result):
-        self._add(host, task_name, 'unreachable', _summary_of(result) or 'unreachable')
+        self._add(host, task_name, 'general', 'unreachable', _summary_of(result) or 'unreachable')
 
     @property
     def drifted_hosts(self):

@@ -183,19 +183,31 @@ def drift(run_playbook, sim_cluster, **extravars):
                         check=True, timeout=900)
 
 
+def drift_answers(result, task=None):
+    """[(host, task, gb10_drift)] of the drift checks that found drift: gb10.serving.drift_check's
+    answer (the one drift contract), a changed result, never a failed one."""
+    out = []
+    for event in result.host_results(task=task, event="runner_on_ok"):
+        answer = (event.get("res") or {}).get("gb10_drift")
+        if answer and answer.get("drifted"):
+            out.append((event.get("host"), event.get("task"), answer))
+    return out
+
+
 def findings(result):
-    """{(host, rule)} of the failed drift checks, whose names end with their rule ID: each ignores
-    its own failure so that the host's other checks still run, and drift.yml's verdict play then
-    fails exactly the hosts that drifted. Any other failure is returned as (host, task name)."""
-    found = set()
-    for event in result.host_results(event="runner_on_failed"):
-        rule = re.search(r"\(([A-Z][0-9]+)\)$", event.get("task") or "")
-        if event.get("ignore_errors") and rule:
-            found.add((event.get("host"), rule.group(1)))
+    """{(host, rule)} of the drift checks that found drift; each answers without failing, so the
+    host's other checks still run, and drift.yml's verdict play then fails exactly the hosts that
+    drifted. Any other failure is returned as (host, task name)."""
+    found = {(host, answer["rule"]) for host, unused_task, answer in drift_answers(result)}
     others = {(host, task) for host, task, _msg in result.failures() if task != VERDICT}
     verdict = {host for host, task, _msg in result.failures() if task == VERDICT}
     assert verdict == {host for host, _rule in found} - {host for host, _task in others}, result
     return found | others
+
+
+def finding_messages(result, task):
+    """{host: finding} of one drift check."""
+    return {host: answer["finding"] for host, unused_task, answer in drift_answers(result, task)}
 
 
 def user_env(tmp_path):

@@ -22,7 +22,8 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from .helpers import (HEAD, ENGINE_LOG, LAUNCH, LOGS_TASK, PROFILE, TOP, drift, engine_process, findings, link_figures,
+from .helpers import (HEAD, ENGINE_LOG, LAUNCH, LOGS_TASK, PROFILE, TOP, drift, drift_answers, engine_process, finding_messages,
+                      findings, link_figures,
                       on_host, paste, user_env)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
@@ -159,8 +160,7 @@ def test_independent_drifts_are_each_named_in_one_run(serving, run_playbook):
         assert {f for f in found if f[0] == head} == {(head, "N3"), (head, "R1"), (head, "N5")}, found
         allowed = {(worker, "H2"), (worker, "M1"), (worker, "R2"), (head, "N3"), (head, "R1"), (head, "N5")}
         assert {(worker, "H2"), (worker, "M1")} <= found <= allowed, found
-        message = result.results_by_host(task="Serving image - present with the head's image ID (M1)",
-                                         event="runner_on_failed")[worker]["msg"]
+        message = finding_messages(result, "Serving image - present with the head's image ID (M1)")[worker]
         assert other in message and image in message, message
         read = result.results_by_host(task="Tell which transport NCCL took in the engine")[head]
         ranks = read["ansible_facts"]["vllm_serve_nccl"]["ranks"]
@@ -169,7 +169,7 @@ def test_independent_drifts_are_each_named_in_one_run(serving, run_playbook):
         assert "vm pid 514 (rank 0): NET/Socket over eth0 (192.0.2.2)" in ranks, ranks
         assert [rank for rank in ranks if "NET/IB over roceP2p1s0f1, rocep1s0f1" in rank], ranks
         assert "vm pid 514 (rank 0): NET/Socket over eth0 (192.0.2.2), but the profile's transport is roce" in " ".join(
-            m for unused_h, unused_t, m in result.failures()), result
+            answer["finding"] for unused_h, unused_t, answer in drift_answers(result)), result
         # Check mode left every plant where it was.
         on_host(worker, "test", "-f", OVERRIDE)
         assert "GLOO_SOCKET_IFNAME=lo" in on_host(head, "cat", ENV_FILE)

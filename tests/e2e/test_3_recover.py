@@ -38,7 +38,7 @@ import time
 import pytest
 
 from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PROFILE, TOP,
-                      api_client, assert_succeeded, drift, failure_messages, findings, healthy, leaks, link_state,
+                      api_client, assert_succeeded, drift, failure_messages, finding_messages, findings, healthy, leaks, link_state,
                       on_host, paste, user_env, worker_running)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
@@ -109,8 +109,7 @@ def test_a_link_that_loses_its_addresses_loses_the_worker_and_drift_names_both(s
         found = findings(result)
         assert {(worker, "R2"), (head, "R5"), (head, "N5")} <= found, result
         host, port, address = head_twin
-        message = result.results_by_host(task="Cluster link - address, MTU and netplan file as deployed (N5)",
-                                         event="runner_on_failed")[host]["msg"]
+        message = finding_messages(result, "Cluster link - address, MTU and netplan file as deployed (N5)")[host]
         assert port in message and address in message, message
         assert link_state(host, port)[0] == []  # check mode put nothing back
         assert not worker_running(worker)

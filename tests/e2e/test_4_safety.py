@@ -59,7 +59,7 @@ import yaml
 from .conftest import sim
 from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_TASK, LAUNCH, LOGS_TASK, PLAYBOOK,
                       API_PORT, PORT, PROFILE, TINY_ANSWER, TOP, WORKER, api_client, api_key, assert_succeeded, drift,
-                      findings, gateway_ca, leaks,
+                      finding_messages, findings, gateway_ca, leaks,
                       engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_container_ids, ray_containers,
                       role_playbook, run_text, user_env, when_task_starts)
 
@@ -815,8 +815,8 @@ def test_the_containers_fixed_under_a_serving_engine_stop_it_first_and_leak_noth
 # that does. Each runs the role alone, as deploy.yml's play runs it (any_errors_fatal).
 
 def link_playbook(tmp_path):
-    """Role cluster_link as deploy.yml's play runs it: its gate lets peers stream an image in."""
-    return role_playbook(tmp_path, "cluster_link", cluster_link_ssh_docker_load=True)
+    """Role cluster_link as deploy.yml's play runs it."""
+    return role_playbook(tmp_path, "cluster_link")
 
 
 def outer_veth(host, port):
@@ -871,7 +871,7 @@ def test_a_cable_half_down_is_refused_as_half_the_link(sim_cluster, run_playbook
                 % (port, sim_cluster.twin_ips[host])) in messages[host], messages[host]
         assert "half the link (rule N5)" in messages[host], messages[host]
     assert findings(drifted) == {(host, "N5") for host in sim_cluster.hosts}, drifted.failures()
-    ports = failure_messages(drifted, PORTS_CHECK)
+    ports = finding_messages(drifted, PORTS_CHECK)
     assert all("its port is 1: DOWN, not ACTIVE" in ports[host] for host in sim_cluster.hosts), ports
     assert set(drifted.results_by_host(task=RAY_CHECK)) == set(sim_cluster.hosts), drifted
     assert_succeeded(run_playbook("playbooks/host_prep.yml", sim_cluster.inventory, timeout=900,

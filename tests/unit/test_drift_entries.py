@@ -23,8 +23,9 @@ CONTEXT = {'name': 'gb10.serving.cluster', 'tasks_from': 'context'}
 # Roles drift.yml includes for what they provide, not for a check: the API key the engine's
 # launch id includes (R1's probe compares it).
 PROVIDERS = {'gb10.serving.api_key'}
-# Ends with a rule ID in parentheses, as the drift_report callback reads it (plugin_utils/drift.py).
-RULE_IN_NAME = re.compile(r'\(([HNRVSMOA][0-9]+)(?:[ ,/;][^)]*)?\)\s*$')
+CHECK = 'gb10.serving.drift_check'
+with open(os.path.join(TOP, 'docs', 'rules.md'), encoding='utf-8') as _f:
+    RULES = set(re.findall(r'(?m)^- \*\*([A-Z]\d+) ', _f.read()))
 
 
 def load(path):
@@ -50,9 +51,6 @@ def test_every_role_with_a_drift_entry_point_documents_it():
         assert 'drift' in spec, role
         entry = spec['drift']
         assert entry.get('short_description') and entry.get('description'), role
-        # The validation task ansible runs first is named after the short description: a rule ID
-        # at its end would count as a check of that rule in the drift report.
-        assert not RULE_IN_NAME.search(entry['short_description']), (role, entry['short_description'])
         defaults = load(os.path.join(ROLES, role, 'defaults', 'main.yml')) or {}
         for option in entry.get('options') or {}:
             assert option in defaults or entry['options'][option].get('required'), (role, option)
@@ -71,24 +69,41 @@ def test_drift_reaches_roles_only_through_their_drift_entry_points():
                     assert task[key].get('tasks_from') == 'drift', (task.get('name'), task[key])
                     reached.add(name.split('.')[-1])
             assert 'ansible.builtin.include_tasks' not in task and 'ansible.builtin.import_tasks' not in task, task['name']
-            # Every check is a role's: the playbook asserts only that it runs in check mode and the verdict.
-            if 'ansible.builtin.assert' in task:
-                assert not RULE_IN_NAME.search(task['name']), task['name']
+            # Every check is a role's: the playbook only resets the run's findings.
+            if CHECK in task:
+                assert task[CHECK] == {'reset': True}, task['name']
         assert not play.get('roles'), play['name']
     assert reached == set(drift_roles()), reached
 
 
-def test_each_drift_check_ignores_its_failure_and_is_kept_for_the_verdict():
-    # Every check runs on every host even after one found drift there: a check named with its rule
-    # ignores its own failure and registers <role>_drift_found*, which the verdict play reads.
+def drift_tasks(path):
+    """Every task of a drift file, blocks and rescues opened."""
+    out = []
+    for task in load(path) or []:
+        out.append(task)
+        for key in ('block', 'rescue', 'always'):
+            out.extend(task.get(key) or [])
+    return out
+
+
+def test_every_check_is_a_drift_check_under_a_rule():
+    # The one drift contract (issue 51): a check answers with gb10.serving.drift_check under a rule
+    # of docs/rules.md (its argument, not its name), changed when drifted, never failed, so the
+    # host's other checks run without ignore_errors; no assert stands in for a check, and no check
+    # runs in a loop (one answer per result).
     for role in drift_roles():
+        checks = []
         for path in glob.glob(os.path.join(ROLES, role, 'tasks', 'drift*.yml')):
-            for task in load(path) or []:
-                if 'ansible.builtin.assert' in task:
-                    # A name templated per rule is rendered and read in the test below.
-                    assert RULE_IN_NAME.search(task['name']) or '{{' in task['name'], (path, task['name'])
-                    assert task.get('ignore_errors') is True, (path, task['name'])
-                    assert task.get('register', '').startswith(role + '_drift'), (path, task['name'])
+            for task in drift_tasks(path):
+                assert 'ansible.builtin.assert' not in task, (path, task['name'])
+                if CHECK not in task:
+                    continue
+                checks.append(task)
+                rule = task[CHECK].get('rule', '')
+                assert rule in RULES or '{{' in rule, (path, task['name'], rule)
+                assert 'ignore_errors' not in task and 'loop' not in task, (path, task['name'])
+        # link_check's one check is its rescue's: the measurement refuses, the check answers.
+        assert checks, role
 
 
 def copied_role_defaults(text, defaults):
@@ -118,23 +133,17 @@ def test_a_copied_role_default_is_found():
     assert copied_role_defaults("x: \"{{ gb10_nvidia_smi | default('nvidia-smi') }}\"", {'nccl_env_path'}) == []
 
 
-def test_the_env_file_checks_keep_their_names_one_per_rule():
-    # One assert included once per rule (N1-N4, N6) renders the names the five copies had: the
-    # drift report, the e2e findings and the fix per rule read the rule from the name's end.
+def test_the_env_file_checks_answer_one_per_rule():
+    # One check included once per rule (N1-N4, N6): each answers under its rule, with the name the
+    # five copies had.
     tasks = load(os.path.join(ROLES, 'nccl_env', 'tasks', 'drift.yml'))
-    # The file's checks sit in a block that a refused RoCE port (N5, the task before it) skips.
+    # The file's checks sit in a block that a refused RoCE port (N5, the check before it) skips.
     tasks = [inner for t in tasks for inner in t.get('block', [t])]
     include = next(t for t in tasks if t.get('ansible.builtin.include_tasks') == 'drift_rule.yml')
     rule_task = load(os.path.join(ROLES, 'nccl_env', 'tasks', 'drift_rule.yml'))[0]
     assert rule_task['name'] == ("NCCL environment file - {{ nccl_env_drift_check.value ~ ' (' ~ "
                                  "nccl_env_drift_check.key ~ ')' }}")
-    names = ['NCCL environment file - %s (%s)' % (item['value'], item['key']) for item in include['loop']]
-    assert names == [
-        'NCCL environment file - RoCE devices, GID index and NCCL pinning as deployed (N1)',
-        'NCCL environment file - GPUDirect RDMA stays off (N2)',
-        'NCCL environment file - Socket names and addresses on the cluster link (N3)',
-        'NCCL environment file - Socket transport as chosen (N4)',
-        'NCCL environment file - Switchless ring settings as deployed (N6)',
-    ]
-    assert [RULE_IN_NAME.search(n).group(1) for n in names] == ['N1', 'N2', 'N3', 'N4', 'N6']
+    assert rule_task[CHECK]['rule'] == '{{ nccl_env_drift_check.key }}'
+    assert [item['key'] for item in include['loop']] == ['N1', 'N2', 'N3', 'N4', 'N6']
+    assert {item['key'] for item in include['loop']} <= RULES
     assert include['loop_control']['loop_var'] == 'nccl_env_drift_check'

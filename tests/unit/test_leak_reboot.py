@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A node's leak reboot (roles/node_metrics/files/gb10_leak_reboot.py, rules H4 and H1), run for
+"""A node's leak reboot (roles/leak_recovery/files/gb10_leak_reboot.py, rules H4 and H1), run for
 real as the cluster SSH gate's `reboot-if-leaked` runs it: on a node laid out in a scratch folder
 (its meminfo, nvidia-smi and boot files), with a reboot command that leaves a mark. It reboots on
 its own reading only, and never onto a kernel without the NVIDIA modules. The watchdog that asks
@@ -22,7 +22,7 @@ from plugins.module_utils.test_node_metrics import LEAKED_MEMINFO
 pytestmark = pytest.mark.rule("O4")
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PROGRAM = os.path.join(TOP, 'roles', 'node_metrics', 'files', 'gb10_leak_reboot.py')
+PROGRAM = os.path.join(TOP, 'roles', 'leak_recovery', 'files', 'gb10_leak_reboot.py')
 # Where the collection's module_utils import from (the role copies them beside the program).
 COLLECTIONS = os.path.abspath(os.path.join(os.path.dirname(unified_memory.__file__), *[os.pardir] * 5))
 HEALTHY_MEMINFO = LEAKED_MEMINFO.replace('MemFree: 85000000 kB', 'MemFree: 119000000 kB').replace(
@@ -30,7 +30,7 @@ HEALTHY_MEMINFO = LEAKED_MEMINFO.replace('MemFree: 85000000 kB', 'MemFree: 11900
 
 
 def node(tmp_path, fixture_path, meminfo, kernels_with_modules):
-    """A node's files and the program's configuration (role node_metrics' config.json)."""
+    """A node's files and the program's configuration (role leak_recovery's leak-reboot.json)."""
     root = node_root(tmp_path / 'root', fixture_path, kernels_with_modules)
     (tmp_path / 'proc').mkdir()
     (tmp_path / 'proc' / 'meminfo').write_text(meminfo)

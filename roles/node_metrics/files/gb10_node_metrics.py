@@ -41,8 +41,7 @@ def run(argv):
 
 def read_memory(config):
     """The unified_memory module's reading of this node, with the role's configuration: (reading,
-    warnings); MeasureError when it cannot be read. The leak reboot (gb10_leak_reboot.py) reads the
-    same way."""
+    warnings); MeasureError when it cannot be read."""
     return measure(run, proc_root=config["proc_root"], nvidia_smi=config["nvidia_smi"],
                    gpu_source=config["gpu_source"], cuda_probe=config["cuda_probe"],
                    leak_threshold_gib=config["leak_threshold_gib"], baseline_file=config["baseline_file"])

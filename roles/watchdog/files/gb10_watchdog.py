@@ -129,6 +129,10 @@ def probe(config, question):
     return result
 
 
+# How long one wait-ready exec lasts before the watchdog looks at its own stop flag again.
+READY_SLICE_S = 30
+
+
 class WrongAnswer(Exception):
     """The relaunched engine answered the known question wrongly: the operator's."""
 
@@ -233,8 +237,7 @@ class Watchdog:
             self.keep_logs(incident)
             # No Ray head container (after a power cut it may start after this one): no engine to stop.
             if container_running(container):
-                rc, out = exec_in(container, ["sh", "-c", config["stop_script"], "sh", config["state_dir"],
-                                              str(config["stop_timeout_s"])], timeout=config["stop_timeout_s"] + 60)
+                rc, out = self.control("stop", str(config["stop_timeout_s"]), timeout=config["stop_timeout_s"] + 60)
                 record["stopped"] = out.decode(errors="replace").strip()
             else:
                 record["stopped"] = "no engine: %s is not running" % container
@@ -479,23 +482,34 @@ class Watchdog:
                               "the Ray head container %s is not running" % self.config["container"] if alive is None
                               else "Ray does not show " + ", ".join(missing)))
 
+    def control(self, command, *args, timeout=60):
+        """(rc, output) of vllm_serve's engine control script in the head container: the same
+        status, wait-ready and stop that the role's tasks run (one definition, issue 51)."""
+        config = self.config
+        return exec_in(config["container"], ["sh", "-c", config["control_script"], "engine-control", command,
+                                             config["state_dir"], *args], timeout=timeout)
+
     def wait_ready(self):
-        """The new engine's /health within readiness_timeout_s, or its death, whichever first."""
+        """The new engine's /health within readiness_timeout_s, its death, or Ray keeping its GPUs
+        from it (R5), whichever first: the control script's wait-ready, a slice at a time so a stop
+        of the watchdog is seen between slices."""
         deadline = time.monotonic() + self.config["readiness_timeout_s"]
-        pid_file = self.config["state_dir"] + "/pid"
+        seen = "no answer"
         while time.monotonic() < deadline and not stopping:
-            rc, out = exec_in(self.config["container"],
-                              ["sh", "-c", 'p=$(cat "$1" 2>/dev/null) || exit 0; kill -0 "$p" || exit 3', "sh", pid_file])
+            slice_s = max(1, min(READY_SLICE_S, int(deadline - time.monotonic())))
+            rc, out = self.control("wait-ready", self.config["base_url"], str(slice_s), str(self.config["placement_wait_s"]),
+                                   timeout=slice_s + 60)
+            seen = out.decode(errors="replace").strip() or seen
+            if rc == 0:
+                return
             if rc == 3:
-                raise RuntimeError("the relaunched engine exited during start-up (its log: engine.log in %s)"
-                                   % self.config["state_dir"])
-            try:
-                with api(self.config, "/health", timeout=5):
-                    return
-            except (OSError, http.client.HTTPException):
-                time.sleep(2)
-        raise RuntimeError("the relaunched engine was not ready after %s s (readiness_timeout_s)"
-                           % self.config["readiness_timeout_s"])
+                raise RuntimeError("the relaunched engine exited during start-up: %s" % seen)
+            if rc == 4:
+                raise RuntimeError("the relaunched engine is stuck: %s" % seen)
+            if rc != 1:
+                time.sleep(2)  # the exec itself failed (the head container restarting): try again
+        raise RuntimeError("the relaunched engine was not ready after %s s (readiness_timeout_s): %s"
+                           % (self.config["readiness_timeout_s"], seen))
 
 
 def main():

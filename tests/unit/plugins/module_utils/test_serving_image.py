@@ -112,11 +112,12 @@ def test_cluster_ip_is_not_needed_when_nothing_is_copied():
     assert p['problems'] == []
 
 
-def test_a_gate_without_docker_load_and_a_source_without_the_client_are_refused():
+def test_a_target_without_the_gate_and_a_source_without_the_client_are_refused():
     p = si.plan('vllm-node:latest', [node('spark1', ID_A, client=False), node('spark2', gate=False)])
     text = ' | '.join(p['problems'])
     assert 'host spark1: /usr/local/sbin/gb10-cluster-ssh is missing' in text
-    assert 'host spark2: its cluster-key gate' in text and 'cluster_link_ssh_docker_load: true' in text
+    assert 'host spark2: its cluster-key gate' in text and 'is missing' in text
+    assert 'Fix: run role gb10.serving.cluster_link there first' in text
 
 
 def test_source_not_in_the_run_and_bad_choices_are_refused():

@@ -7,7 +7,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gb10.serving.plugins.filter.nccl_env_drift import nccl_env_drift
 from ansible_collections.gb10.serving.plugins.filter.nccl_env_wanted import nccl_env_wanted
 from ansible_collections.gb10.serving.plugins.plugin_utils.drift import (
-    DriftReport, check_name, env_drift, fix_command, fix_kind, rule_of)
+    FINDINGS_FACT, RESULT_FIELD, DriftReport, check_name, drift_outcome, env_drift, fix_command, fix_kind)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
 pytestmark = pytest.mark.rule("H10", "O3")
@@ -29,12 +29,27 @@ VLLM_HOST_IP=10.0.0.2
 """
 
 
-def test_rule_comes_from_the_end_of_the_task_name():
-    assert rule_of('Driver packages are held (H1)') == 'H1'
-    assert rule_of("Earlyoom runs with the role's settings (H10)") == 'H10'
-    assert rule_of('NCCL env file matches the profile (N1, N3)') == 'N1'
-    assert rule_of('Gathering Facts') == 'general'
-    assert rule_of('Mentions (H1) in the middle only') == 'general'
+def held(rule):
+    return {'rule': rule, 'drifted': False, 'finding': ''}
+
+
+def drifted(rule, finding):
+    return {'rule': rule, 'drifted': True, 'finding': finding}
+
+
+def test_a_false_condition_is_drift_answered_as_changed_never_failed():
+    # gb10.serving.drift_check: the rule is the check's argument, not its name; the host's other
+    # checks still run (not failed), and the finding joins this run's findings on the host.
+    asserted = {'failed': True, 'msg': 'spark2: earlyoom is not running', 'assertion': 'rc == 0', 'evaluated_to': False}
+    earlier = [{'rule': 'H1', 'finding': 'spark2: 590 runs', 'check': 'Driver runs the pinned branch'}]
+    out = drift_outcome(asserted, 'H10', 'Earlyoom runs with the role settings', earlier)
+    assert 'failed' not in out and out['changed'] is True
+    assert out[RESULT_FIELD] == {'rule': 'H10', 'drifted': True, 'finding': 'spark2: earlyoom is not running',
+                                 'check': 'Earlyoom runs with the role settings'}
+    assert [f['rule'] for f in out['ansible_facts'][FINDINGS_FACT]] == ['H1', 'H10']
+    held_out = drift_outcome({'changed': False, 'msg': 'All assertions passed'}, 'H10', 'Earlyoom', earlier)
+    assert held_out['changed'] is False and held_out[RESULT_FIELD]['drifted'] is False
+    assert 'ansible_facts' not in held_out
 
 
 def test_a_roles_drift_check_is_named_as_drift_yml_named_it():
@@ -57,15 +72,13 @@ def test_a_roles_drift_check_is_named_as_drift_yml_named_it():
 
 def report(cliargs=None):
     r = DriftReport(cliargs=cliargs or CLIARGS)
-    r.ok('spark1', 'Driver packages are held (H1)')
-    r.ok('spark2', 'Driver packages are held (H1)')
-    r.ok('spark1', 'No modprobe override file (H2)')
-    r.failed('spark2', 'No modprobe override file (H2)',
-             {'msg': '/etc/modprobe.d/zz-nvidia-drm-override.conf is back'})
-    r.changed('spark2', 'NCCL env file matches the profile (N1)',
-              {'changed': True, 'diff': [{'before_header': '/etc/gb10/nccl.env',
-                                          'after_header': '/root/.ansible/tmp/ansible-local-1/nccl.env.j2'}]})
-    r.failed('spark1', 'No leaked unified memory (H4)', {'msg': '41.2 GiB unaccounted'})
+    r.answered('spark1', 'Driver packages are held', held('H1'))
+    r.answered('spark2', 'Driver packages are held', held('H1'))
+    r.answered('spark1', 'No modprobe override file', held('H2'))
+    r.answered('spark2', 'No modprobe override file',
+               drifted('H2', '/etc/modprobe.d/zz-nvidia-drm-override.conf is back'))
+    r.answered('spark2', 'NCCL environment file - RoCE devices', drifted('N1', '/etc/gb10/nccl.env: NCCL_DEBUG=INFO is set'))
+    r.answered('spark1', 'No leaked unified memory', drifted('H4', '41.2 GiB unaccounted'))
     return r
 
 
@@ -75,8 +88,7 @@ def test_findings_name_host_rule_and_a_fix_that_runs():
     assert data['drifted_hosts'] == ['spark1', 'spark2']
     by_rule = {(f['host'], f['rule']): f for f in data['findings']}
     assert by_rule[('spark2', 'H2')]['summary'].endswith('is back')
-    # The file on the host, never the controller's temporary copy of the template.
-    assert by_rule[('spark2', 'N1')]['summary'] == 'would change /etc/gb10/nccl.env'
+    assert by_rule[('spark2', 'N1')]['summary'] == '/etc/gb10/nccl.env: NCCL_DEBUG=INFO is set'
     # H2 reboots the node: the whole cluster's deploy, with the profile, no --limit, no --check,
     # every step (issue 29: not skipped where the node still matches its converged stamp).
     assert by_rule[('spark2', 'H2')]['fix'] == (
@@ -104,7 +116,7 @@ def test_configured_playbooks_and_secrets():
                    '-e gb10_profile=minimax-m27-nvfp4 -e gb10_converge=full')
     assert left_out == ['gb10_api_key']
     r = DriftReport(cliargs=args)
-    r.failed('spark1', 'Engine runs the profile (R1)', {'msg': 'not healthy'})
+    r.answered('spark1', 'Engine runs the profile', drifted('R1', 'not healthy'))
     assert r.as_dict()['findings'][0]['fix_left_out'] == ['gb10_api_key']
     assert any('-e gb10_api_key=...' in line for line in r.summary_lines())
     fix, unused = fix_command('N3', 'spark2', dict(CLIARGS, args=('gb10.serving.drift',)))
@@ -121,21 +133,21 @@ def test_junit_has_one_case_per_host_and_rule():
     assert suite.get('tests') == '6' and suite.get('failures') == '3'
 
 
-def test_one_finding_per_host_and_rule_and_no_rule_less_role_steps():
+def test_one_finding_per_host_and_rule_and_a_failure_is_one_without_a_rule():
     r = DriftReport(cliargs=CLIARGS)
-    # A role's step in check mode (the template with its temporary source path) is not a finding;
-    # the check named with its rule reports it.
-    r.changed('spark2', 'Render the NCCL/Gloo environment file',
-              {'changed': True, 'diff': {'before_header': '/etc/gb10/nccl.env',
-                                         'after_header': '/root/.ansible/tmp/ansible-local-9/nccl.env.j2'}})
-    r.ok('spark2', 'Read the running driver version')
-    r.failed('spark2', 'Socket names (N3)', {'msg': 'GLOO_SOCKET_IFNAME=lo'})
-    r.failed('spark2', 'Socket names again (N3)', {'msg': 'NCCL_SOCKET_IFNAME=lo'})
+    r.answered('spark2', 'Socket names', drifted('N3', 'GLOO_SOCKET_IFNAME=lo'))
+    r.answered('spark2', 'Socket names again', drifted('N3', 'NCCL_SOCKET_IFNAME=lo'))
     data = r.as_dict()
     assert [(f['host'], f['rule']) for f in data['findings']] == [('spark2', 'N3')]
     assert data['findings'][0]['summary'] == 'GLOO_SOCKET_IFNAME=lo; NCCL_SOCKET_IFNAME=lo'
-    assert 'ansible-local' not in r.junit_xml()
     assert [c.get('name') for c in ElementTree.fromstring(r.junit_xml()).iter('testcase')] == ['N3']
+    # A task that failed in a drift run is no check's answer: the host could not be checked there,
+    # whatever the task is called; the deploy's own run names the cause.
+    r.failed('spark1', 'gb10.serving.nccl_env : Refuse a missing or loopback cluster interface (N3)',
+             {'msg': 'spark1: eth9 does not exist'})
+    found = {(f['host'], f['rule']): f for f in r.as_dict()['findings']}
+    assert found[('spark1', 'general')]['summary'] == 'spark1: eth9 does not exist'
+    assert found[('spark1', 'general')]['fix'].startswith('ansible-playbook playbooks/deploy.yml ')
 
 
 def test_each_changed_env_variable_goes_to_its_rule():
@@ -177,6 +189,6 @@ def test_the_env_the_deploy_writes_comes_from_the_diff_not_the_host():
 
 def test_clean_run_says_so():
     r = DriftReport()
-    r.ok('spark1', 'Driver packages are held (H1)')
+    r.answered('spark1', 'Driver packages are held', held('H1'))
     assert r.as_dict()['drifted'] is False
     assert r.summary_lines() == ['DRIFT: none; 1 host(s) match the desired state']

@@ -1,8 +1,9 @@
-# gb10.serving: a node's leak reboot (issue 27, rules H4 and H1), installed by role node_metrics on
-# every node beside its exporter and run on the node itself (not in a container) by the cluster SSH
-# gate's `reboot-if-leaked` (role cluster_link) when the head's watchdog asks. The node decides on
-# its own reading, never on the caller's word: it reads its unified memory with the collection's
-# own code (plugins/module_utils/unified_memory.py, as the exporter and the unified_memory module
+# gb10.serving: a node's leak reboot (issue 27, rules H4 and H1), installed by role leak_recovery on
+# every node (tasks_from: reboot_on_ask) and run on the node itself (not in a container) by the
+# cluster SSH gate's `reboot-if-leaked` (the command leak_recovery gives the gate of role
+# cluster_link) when the head's watchdog asks. The node decides on its own reading, never on the
+# caller's word: it reads its unified memory with the collection's own code
+# (plugins/module_utils/unified_memory.py, as the unified_memory module and node_metrics' exporter
 # do), and reboots only when that reading says leaked (memory nothing accounts for above the
 # threshold, no GPU process: only a reboot frees it, H4) and the kernel it would boot has the running
 # NVIDIA driver's modules (H1: otherwise it would come back without its GPU). It prints one JSON line
@@ -10,7 +11,7 @@
 # Every request is logged on the node with the address that asked (the SSH session's), and the node
 # reboots for a leak at most once per `reboot_min_interval_s` whoever asks (issue 47): a peer that
 # fakes a leak cannot keep it rebooting, and a leak back that soon is not one a reboot fixes.
-"""Usage: gb10_leak_reboot.py CONFIG.json (role node_metrics' configuration)"""
+"""Usage: gb10_leak_reboot.py CONFIG.json (role leak_recovery's configuration of it)"""
 
 import json
 import os
@@ -20,15 +21,27 @@ import subprocess
 import sys
 import time
 
-# The collection's module_utils, copied under their import path (namespace packages), and the
-# exporter beside this program: the same reading and command runner.
+# The collection's module_utils, copied beside this program under their import path (namespace
+# packages): the unified_memory module's reading and nvidia_driver's boot check, as they are.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ansible_collections.gb10.serving.plugins.module_utils.boot_kernel import inspect  # noqa: E402
-from gb10_node_metrics import MeasureError, read_memory, run  # noqa: E402
+from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import MeasureError, measure  # noqa: E402
+
+# A reader that hangs (nvidia-smi, the CUDA probe, modinfo) must not hang the watchdog that asked.
+COMMAND_TIMEOUT_S = 30
 
 # shutdown(8) where no reboot command is configured (gb10_reboot_command): systemd stops the
 # services, Docker's containers among them, before the reboot.
 DEFAULT_REBOOT = "shutdown -r now 'gb10.serving: leaked unified memory (rule H4)'"
+
+
+def run(argv):
+    """(rc, stdout, stderr) of argv, bounded by COMMAND_TIMEOUT_S."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return 124, "", "%s gave no answer in %d s" % (argv[0], COMMAND_TIMEOUT_S)
+    return done.returncode, done.stdout, done.stderr
 
 
 def modinfo(path):
@@ -43,7 +56,10 @@ def decide(config):
     """What this node found, and whether it reboots: {host, leaked, rebooting, ...}."""
     found = {"host": platform.node(), "leaked": None, "rebooting": False}
     try:
-        reading, _warnings = read_memory(config)
+        reading, _warnings = measure(run, proc_root=config["proc_root"], nvidia_smi=config["nvidia_smi"],
+                                     gpu_source=config["gpu_source"], cuda_probe=config["cuda_probe"],
+                                     leak_threshold_gib=config["leak_threshold_gib"],
+                                     baseline_file=config["baseline_file"])
     except MeasureError as exc:
         found["refused"] = "not rebooted: its unified memory could not be read: %s" % exc
         return found
