@@ -32,6 +32,7 @@ pytestmark = pytest.mark.rule("O3")
 OVERRIDE = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
 ENV_FILE = "/etc/gb10/nccl.env"
 RUNNING_SCRIPT = "/var/lib/gb10-engine/running.sh"  # vllm_serve_state_dir (roles/vllm_serve/vars)
+GATEWAY_KEYS = "/etc/gb10/gateway/clients.map"  # api_gateway_dir's client keys on the head, root-only (A1)
 
 
 def drift_job_commands(node, env=None):
@@ -131,14 +132,15 @@ def test_drift_measures_the_link_on_request(serving, run_playbook):
     assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
 
 
-@pytest.mark.rule("N5", "O3")
+@pytest.mark.rule("N5", "A1", "O3")
 def test_independent_drifts_are_each_named_in_one_run(serving, run_playbook):
     # On the worker: DGX OS's modprobe override came back (H2) and its image tag names other code
     # than the head's (M1; the running Ray container is untouched, so R2 may come with it). On the
     # head: a hand-edited env file (GLOO_SOCKET_IFNAME is a socket name on the cluster link, N3),
     # an engine restarted by hand with other flags (its launch id no longer matches, R1), and NCCL
     # in the engine on sockets over eth0 (a real GPU machine's capture, tests/fixtures/nccl/), where
-    # the cluster runs RoCE (the wrong wire, N5).
+    # the cluster runs RoCE (the wrong wire, N5), and the gateway's client keys opened to every user
+    # of the head (A1).
     sim_cluster = serving
     head, worker = sim_cluster.hosts
     env_file = on_host(head, "cat", ENV_FILE)
@@ -152,12 +154,15 @@ def test_independent_drifts_are_each_named_in_one_run(serving, run_playbook):
         on_host(head, "docker", "exec", HEAD, "sed", "-i", "s/^# gb10-engine-id: /# gb10-engine-id: hand-/",
                 RUNNING_SCRIPT)
         print_in_engine_log(head, "device_h100_socket_profile.log")
+        on_host(head, "chmod", "0644", GATEWAY_KEYS)
 
         result = drift(run_playbook, sim_cluster)
 
         assert result.status == "failed", result
         found = findings(result)
-        assert {f for f in found if f[0] == head} == {(head, "N3"), (head, "R1"), (head, "N5")}, found
+        assert {f for f in found if f[0] == head} == {(head, "N3"), (head, "R1"), (head, "N5"), (head, "A1")}, found
+        assert "clients.map is missing or not root-only (0600)" in finding_messages(
+            result, "The API gateway serves the deployed routes, root-only keys, running (A1)")[head]
         allowed = {(worker, "H2"), (worker, "M1"), (worker, "R2"), (head, "N3"), (head, "R1"), (head, "N5")}
         assert {(worker, "H2"), (worker, "M1")} <= found <= allowed, found
         message = finding_messages(result, "Serving image - present with the head's image ID (M1)")[worker]
@@ -183,6 +188,7 @@ def test_independent_drifts_are_each_named_in_one_run(serving, run_playbook):
         on_host(head, "docker", "exec", HEAD, "sed", "-i", "s/^# gb10-engine-id: hand-/# gb10-engine-id: /",
                 RUNNING_SCRIPT)
         on_host(head, "docker", "exec", HEAD, "truncate", "-s", log_size, ENGINE_LOG)
+        on_host(head, "chmod", "0600", GATEWAY_KEYS)
 
 
 def print_in_engine_log(head, capture):

@@ -39,7 +39,7 @@ import urllib.request
 import pytest
 
 from .helpers import (HEAD, LAUNCH, PORT, PROFILE, SUMMARY_TASK, TINY_ANSWER, WORKER, api_client, assert_succeeded,
-                      drift, findings, healthy, ok_results, on_host)
+                      drift, drift_answers, findings, healthy, ok_results, on_host)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
 pytestmark = pytest.mark.rule("O4")
@@ -366,8 +366,8 @@ def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(w
         found = findings(result)
         assert {(head, "O4"), (head, "R1"), (worker, "O5"), (worker, "O6")} <= found, found
         assert (head, "O5") not in found and (head, "O6") not in found, found
-        message = [e["res"]["msg"] for e in result.host_results(host=head, event="runner_on_failed")
-                   if e["task"].endswith("(O4)")]
+        message = [answer["finding"] for host, unused_task, answer in drift_answers(result)
+                   if host == head and answer["rule"] == "O4"]
         assert message and "gave up: %d recoveries within 3600 s" % SETTINGS["watchdog_max_restarts"] in message[0], message
     finally:
         squatter.kill()

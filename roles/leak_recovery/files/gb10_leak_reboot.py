@@ -22,26 +22,16 @@ import sys
 import time
 
 # The collection's module_utils, copied beside this program under their import path (namespace
-# packages): the unified_memory module's reading and nvidia_driver's boot check, as they are.
+# packages): the unified_memory module's reading, nvidia_driver's boot check and the bounded
+# command runner the exporter uses too, as they are.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ansible_collections.gb10.serving.plugins.module_utils.boot_kernel import inspect  # noqa: E402
+from ansible_collections.gb10.serving.plugins.module_utils.node_command import run  # noqa: E402
 from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import MeasureError, measure  # noqa: E402
-
-# A reader that hangs (nvidia-smi, the CUDA probe, modinfo) must not hang the watchdog that asked.
-COMMAND_TIMEOUT_S = 30
 
 # shutdown(8) where no reboot command is configured (gb10_reboot_command): systemd stops the
 # services, Docker's containers among them, before the reboot.
 DEFAULT_REBOOT = "shutdown -r now 'gb10.serving: leaked unified memory (rule H4)'"
-
-
-def run(argv):
-    """(rc, stdout, stderr) of argv, bounded by COMMAND_TIMEOUT_S."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        return 124, "", "%s gave no answer in %d s" % (argv[0], COMMAND_TIMEOUT_S)
-    return done.returncode, done.stdout, done.stderr
 
 
 def modinfo(path):

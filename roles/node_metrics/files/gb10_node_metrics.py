@@ -12,7 +12,6 @@ import http.server
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -20,23 +19,13 @@ import time
 # The collection's module_utils, copied under their import path (namespace packages).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ansible_collections.gb10.serving.plugins.module_utils import node_metrics  # noqa: E402
+from ansible_collections.gb10.serving.plugins.module_utils.node_command import run  # noqa: E402
 from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import MeasureError, measure  # noqa: E402
-
-# A reader (nvidia-smi, the CUDA probe) that hangs must not stop the page: its read fails instead.
-COMMAND_TIMEOUT_S = 30
 
 
 def log(message):
     print("%s gb10-node-metrics: %s" % (datetime.datetime.now(datetime.timezone.utc).strftime("%FT%TZ"), message),
           flush=True)
-
-
-def run(argv):
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        return 124, "", "%s gave no answer in %d s" % (argv[0], COMMAND_TIMEOUT_S)
-    return done.returncode, done.stdout, done.stderr
 
 
 def read_memory(config):
