@@ -163,7 +163,7 @@ def test_independent_drifts_are_each_named_in_one_run(serving, run_playbook):
         assert {f for f in found if f[0] == head} == {(head, "N3"), (head, "R1"), (head, "N5"), (head, "A1")}, found
         assert "clients.map is missing or not root-only (0600)" in finding_messages(
             result, "The API gateway serves the deployed routes, root-only keys, running (A1)")[head]
-        allowed = {(worker, "H2"), (worker, "M1"), (worker, "R2"), (head, "N3"), (head, "R1"), (head, "N5")}
+        allowed = {(worker, "H2"), (worker, "M1"), (worker, "R2"), (head, "N3"), (head, "R1"), (head, "N5"), (head, "A1")}
         assert {(worker, "H2"), (worker, "M1")} <= found <= allowed, found
         message = finding_messages(result, "Serving image - present with the head's image ID (M1)")[worker]
         assert other in message and image in message, message
