@@ -19,8 +19,9 @@ description:
     under its rule; a check that holds counts the rule as checked there. A role's drift check (its
     C(tasks_from=drift) entry point, C(roles/<role>/tasks/drift*.yml)) is named without the role.
   - A task that fails (not ignored, not in a block with a rescue, whose check then answers) or a host
-    that is unreachable in such a play is a finding without a rule - the host could not be checked there. Nothing else is drift - a role step run in check mode
-    that would change something is reported by the check after it.
+    that is unreachable in such a play is a finding without a rule - the host could not be checked
+    there. Nothing else is drift - a role step run in check mode that would change something is
+    reported by the check after it.
   - Each check of a host counts once per rule; the changed variables of the NCCL/Gloo env file
     come to the rule each belongs to (filter C(gb10.serving.nccl_env_drift)).
   - Writes C(drift-report.json) and C(drift-report.xml) (JUnit, one test case per host and rule)

@@ -131,9 +131,10 @@ def env_drift(before, after):
     return out
 
 
-def _summary_of(result):
-    """The first line of a failed task's message."""
-    return str(result.get('msg') or '').strip().splitlines()[0] if str(result.get('msg') or '').strip() else ''
+def _first_line(text, default):
+    """The first line of a finding or a failed task's message, or default where there is none."""
+    lines = str(text or '').strip().splitlines()
+    return lines[0] if lines else default
 
 
 class DriftReport(object):
@@ -176,17 +177,17 @@ class DriftReport(object):
         """A drift check's answer (its result's gb10_drift field): checked, and a finding when drifted."""
         rule = answer.get('rule') or 'general'
         if answer.get('drifted'):
-            self._add(host, task_name, rule, 'drifted', (answer.get('finding') or 'drifted').strip().splitlines()[0])
+            self._add(host, task_name, rule, 'drifted', _first_line(answer.get('finding'), 'drifted'))
         else:
             self._check(host, rule)
 
     def failed(self, host, task_name, result):
         """A task that failed in a drift run (not a check's answer: a check answers, it does not
         fail): the host could not be checked there, which the deploy's run shows."""
-        self._add(host, task_name, 'general', 'failed', _summary_of(result) or 'failed')
+        self._add(host, task_name, 'general', 'failed', _first_line(result.get('msg'), 'failed'))
 
     def unreachable(self, host, task_name, result):
-        self._add(host, task_name, 'general', 'unreachable', _summary_of(result) or 'unreachable')
+        self._add(host, task_name, 'general', 'unreachable', _first_line(result.get('msg'), 'unreachable'))
 
     @property
     def drifted_hosts(self):
