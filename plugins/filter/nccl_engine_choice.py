@@ -24,8 +24,10 @@ description:
   - An engine without NCCL lines (the CPU build runs Gloo) gives C(read=false) and no problem.
 options:
   _input:
-    description: The engine's log (C(engine.log) in its state folder).
-    type: str
+    description:
+      - The engine's log (C(engine.log) in its state folder), or a list of logs, one per rank's node
+        (vLLM's multi-node executor, where each rank logs in its own node's container).
+    type: raw
     required: true
   transport:
     description: The cluster's transport (C(gb10_nccl_transport)).
@@ -75,6 +77,8 @@ from ansible_collections.gb10.serving.plugins.module_utils.nccl_log import NcclL
 
 
 def nccl_engine_choice(log_text, transport, cluster_iface=None, hcas=None):
+    if isinstance(log_text, (list, tuple)):
+        log_text = '\n'.join(to_text(text or '') for text in log_text)
     try:
         return engine_choice(to_text(log_text or ''), transport, cluster_iface=cluster_iface or None,
                              hcas=list(hcas or []) or None)

@@ -37,6 +37,11 @@ options:
     description: Rank of the node (C(mp) executor only); ranks other than 0 run C(--headless).
     type: int
     default: 0
+  master_port:
+    description:
+      - Where the C(mp) executor's ranks meet on O(head_ip) (C(--master-port), rule X1); vLLM's own
+        default (29501) when not given. Ignored with the Ray executor.
+    type: int
 '''
 
 EXAMPLES = r'''
@@ -59,9 +64,10 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.gb10.serving.plugins.module_utils.render import RenderError, vllm_serve_argv
 
 
-def _vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0):
+def _vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=None):
     try:
-        return vllm_serve_argv(profile, head_ip=head_ip, port=port, node_rank=int(node_rank))
+        return vllm_serve_argv(profile, head_ip=head_ip, port=port, node_rank=int(node_rank),
+                               master_port=int(master_port) if master_port else None)
     except (RenderError, KeyError, TypeError) as exc:
         raise AnsibleFilterError('vllm_serve_argv: %s (is the input a profile from lookup gb10.serving.profile?)'
                                  % to_native(exc))

@@ -33,6 +33,13 @@ options:
     description: Name of an overlay under C(profiles/overlays/); empty for none (real Sparks).
     type: str
     default: ''
+  executor:
+    description:
+      - How a multi-node vLLM profile spreads its ranks over the nodes, replacing the profile's
+        C(engine_args.distributed-executor-backend) (issue 50); empty for the profile's own.
+      - C(ray) (rules R1-R5) or C(mp), vLLM's own multi-node executor (rules X1-X3).
+    type: str
+    default: ''
   profiles_dir:
     description: Directory holding the profiles; defaults to the collection's C(profiles/).
     type: path
@@ -120,6 +127,6 @@ class LookupModule(LookupBase):
                                    % (overlay_name, overlay_path, ', '.join(known) or '(none)'))
             overlay = _read_yaml(overlay_path)
         try:
-            return [load(terms[0], read_profiles(profiles_dir), overlay, overlay_name)]
+            return [load(terms[0], read_profiles(profiles_dir), overlay, overlay_name, self.get_option('executor'))]
         except ProfileError as exc:
             raise AnsibleError(to_native(exc))

@@ -17,6 +17,11 @@ import copy
 import re
 
 ENGINES = ('vllm', 'sglang')
+# How a multi-node vLLM profile spreads its ranks over the nodes (engine_args, issue 50): Ray (rules
+# R1-R5: a Ray cluster of the serving containers, the engine inside the head's) or vLLM's own
+# multi-node multiprocessing executor (rules X1-X3: a rank in every node's serving container, no Ray).
+EXECUTOR_ARG = 'distributed-executor-backend'
+EXECUTORS = ('ray', 'mp')
 # A1: where an engine may listen (serve.host): the head's loopback, behind the API gateway.
 LOOPBACK_HOSTS = ('127.0.0.1', '::1')
 # What vLLM's Ray executor copies from the engine's environment to its Ray workers, where the ranks
@@ -27,7 +32,7 @@ LOOPBACK_HOSTS = ('127.0.0.1', '::1')
 RAY_CARRIED_PREFIXES = ('VLLM_', 'NCCL_', 'FLASH_ATTENTION_', 'LMCACHE_', 'UCX_', 'HF_', 'HUGGING_FACE_')
 RAY_CARRIED_NAMES = ('PYTHONHASHSEED',)
 CHECKPOINT_FORMATS = ('bf16', 'fp16', 'fp32', 'fp8', 'nvfp4', 'mxfp4', 'gptq-int4', 'mixed-fp4-fp8')
-RULE_ID = re.compile(r'\b[AHNRVSMO][0-9]{1,2}\b')
+RULE_ID = re.compile(r'\b[AHNRVSMOX][0-9]{1,2}\b')
 # A Hub commit, as model.revision names it (issue 47): a branch or tag moves, and with trust-remote-code
 # the model's own code comes with the files.
 COMMIT = re.compile(r'^[0-9a-f]{40}$')
@@ -241,6 +246,11 @@ def validate_profile(profile, source='<profile>'):
     _need('host_gib' not in fit or (_is_num(fit['host_gib']) and fit['host_gib'] >= 0), source, 'fit.host_gib',
           'must be a number >= 0: GiB a serving node uses beside the engine and the object store (H10)')
 
+    _need(profile['engine'] != 'vllm' or profile['nodes'] == 1 or profile['engine_args'].get(EXECUTOR_ARG) in EXECUTORS,
+          source, 'engine_args.%s' % EXECUTOR_ARG,
+          'must name how the ranks reach the other nodes, one of %s (ray: rules R1-R5; mp: vLLM\'s own '
+          'multi-node executor, rules X1-X3), got %r' % (', '.join(EXECUTORS), profile['engine_args'].get(EXECUTOR_ARG)))
+
     _validate_known_answer(profile, source)
     _validate_sglang(profile, source)
     _validate_why(profile, source)
@@ -301,8 +311,30 @@ def _validate_why(profile, source):
               % (path, path, section))
 
 
-def load(name, profiles, overlay=None, overlay_name=None):
-    """Merge and validate. profiles: {name: dict} read from profiles/; overlay: dict or None."""
+def executor(profile):
+    """The multi-node executor of a vLLM profile: 'ray' or 'mp' ('mp' on one node, where no rank leaves it)."""
+    return profile['engine_args'].get(EXECUTOR_ARG, 'mp') if profile['nodes'] > 1 else 'mp'
+
+
+def choose_executor(profile, chosen, source):
+    """The profile with its executor replaced by the cluster's choice (gb10_executor), the reason with it."""
+    _need(chosen in EXECUTORS, source, 'executor (gb10_executor)',
+          'must be empty (the profile\'s own) or one of %s, got %r' % (', '.join(EXECUTORS), chosen))
+    _need(profile.get('engine') == 'vllm', source, 'executor (gb10_executor)',
+          'chooses how vLLM spreads its ranks; this profile is for engine %r' % profile.get('engine'))
+    profile = copy.deepcopy(profile)
+    own = profile['engine_args'].get(EXECUTOR_ARG)
+    profile['engine_args'][EXECUTOR_ARG] = chosen
+    if own != chosen:
+        profile.setdefault('why', {})['engine_args.%s' % EXECUTOR_ARG] = (
+            'set for this cluster with gb10_executor=%s (X1; the profile says %s: %s)'
+            % (chosen, own, profile.get('why', {}).get('engine_args.%s' % EXECUTOR_ARG, 'no reason given')))
+    return profile
+
+
+def load(name, profiles, overlay=None, overlay_name=None, executor_choice=None):
+    """Merge and validate. profiles: {name: dict} read from profiles/; overlay: dict or None;
+    executor_choice: the cluster's executor (gb10_executor), None or '' for the profile's own."""
     check_name(name, profiles, 'profile')
     if name not in profiles:
         raise ProfileError(
@@ -315,4 +347,6 @@ def load(name, profiles, overlay=None, overlay_name=None):
     if overlay:
         profile = merge_overlay(profile, overlay, overlay_name or 'overlay')
         source = '%s + overlay %s' % (name, overlay_name or 'overlay')
+    if executor_choice:
+        profile = choose_executor(profile, executor_choice, source)
     return validate_profile(profile, source)

@@ -46,12 +46,13 @@ def flags(args, negatable=True):
     return out
 
 
-def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0):
+def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=None):
     """argv of `vllm serve` for the head (rank 0) or, with the mp executor, a headless rank.
 
     With the Ray executor the driver runs inside the Ray head container and finds the cluster
     there (rule R1), so head_ip is not part of the command line. With vLLM's own multi-node mp
-    executor it is --master-addr, and ranks other than 0 run --headless.
+    executor it is --master-addr (the head's cluster address, never loopback: rule X1) with
+    --master-port, and ranks other than 0 run --headless (no API server).
     """
     if profile.get('engine') != 'vllm':
         raise RenderError('profile %s is for engine %s, not vllm' % (profile.get('name'), profile.get('engine')))
@@ -69,8 +70,16 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0):
         if not head_ip:
             raise RenderError('profile %s uses the multi-node mp executor: pass head_ip (the first '
                               "host's gb10_cluster_ip)" % profile['name'])
+        if head_ip.startswith('127.') or head_ip in ('::1', 'localhost'):
+            raise RenderError('profile %s uses the multi-node mp executor: --master-addr %s is loopback; the other '
+                              "nodes' ranks must reach it: pass the head's gb10_cluster_ip (rule X1)"
+                              % (profile['name'], head_ip))
+        if not 0 <= node_rank < profile['nodes']:
+            raise RenderError('node_rank %r is outside 0..%d for profile %s' % (node_rank, profile['nodes'] - 1, profile['name']))
         argv.extend(['--nnodes', str(profile['nodes']), '--node-rank', str(node_rank),
                      '--master-addr', head_ip])
+        if master_port:
+            argv.extend(['--master-port', str(master_port)])
         if node_rank:
             argv.append('--headless')
     return argv

@@ -270,3 +270,32 @@ def test_a_profile_whose_engine_faces_the_network_is_refused(host):
 @pytest.mark.parametrize('name', sorted(RAW))
 def test_every_shipped_profile_binds_the_engine_to_loopback(name):
     assert P.load(name, RAW)['serve']['host'] == '127.0.0.1', name
+
+
+@pytest.mark.rule("X1")
+def test_the_cluster_may_choose_the_executor_and_the_reason_says_so():
+    raw = copy.deepcopy(RAW)
+    chosen = P.load('minimax-m27-nvfp4', raw, executor_choice='mp')
+    assert chosen['engine_args']['distributed-executor-backend'] == 'mp'
+    assert 'gb10_executor=mp' in chosen['why']['engine_args.distributed-executor-backend']
+    assert P.executor(chosen) == 'mp'
+    # The profile's own choice again: nothing changes, its own reason stays.
+    same = P.load('minimax-m27-nvfp4', raw, executor_choice='ray')
+    assert same == P.load('minimax-m27-nvfp4', raw)
+    assert RAW == raw  # the files as read are not changed
+
+
+@pytest.mark.parametrize('choice, message', [
+    ('mpi', 'one of ray, mp'),
+    ('external_launcher', 'one of ray, mp'),
+])
+def test_an_unknown_executor_is_refused_with_the_known_ones(choice, message):
+    with pytest.raises(P.ProfileError, match=message):
+        P.load('minimax-m27-nvfp4', copy.deepcopy(RAW), executor_choice=choice)
+
+
+def test_a_multinode_vllm_profile_must_name_its_executor():
+    raw = copy.deepcopy(RAW)
+    del raw['minimax-m27-nvfp4']['engine_args']['distributed-executor-backend']
+    with pytest.raises(P.ProfileError, match='distributed-executor-backend.*must name how the ranks reach'):
+        P.load('minimax-m27-nvfp4', raw)

@@ -42,14 +42,26 @@ def test_false_renders_negated_flag_for_vllm_and_nothing_for_sglang():
     assert flags({'enable-prefix-caching': False}, negatable=False) == []
 
 
+@pytest.mark.rule("X1")
 def test_mp_executor_renders_multinode_flags():
     prof = copy.deepcopy(real('minimax-m27-nvfp4'))
     prof['engine_args']['distributed-executor-backend'] = 'mp'
-    head = pairs(vllm_serve_argv(prof, head_ip='10.0.0.1'))
-    assert (head['--nnodes'], head['--node-rank'], head['--master-addr']) == ('2', '0', '10.0.0.1')
+    head = pairs(vllm_serve_argv(prof, head_ip='10.0.0.1', master_port=29501))
+    assert (head['--nnodes'], head['--node-rank'], head['--master-addr'], head['--master-port']) == ('2', '0', '10.0.0.1', '29501')
+    assert '--headless' not in vllm_serve_argv(prof, head_ip='10.0.0.1')
     assert vllm_serve_argv(prof, head_ip='10.0.0.1', node_rank=1)[-1] == '--headless'
     with pytest.raises(RenderError, match='pass head_ip'):
         vllm_serve_argv(prof)
+    # X1: the other nodes' ranks must reach rank 0's store: never a loopback address.
+    with pytest.raises(RenderError, match='loopback'):
+        vllm_serve_argv(prof, head_ip='127.0.0.1')
+    with pytest.raises(RenderError, match='outside 0..1'):
+        vllm_serve_argv(prof, head_ip='10.0.0.1', node_rank=2)
+
+
+def test_the_ray_executor_renders_no_rendezvous():
+    argv = vllm_serve_argv(real('minimax-m27-nvfp4'), head_ip='10.0.0.1', master_port=29501)
+    assert not {'--nnodes', '--node-rank', '--master-addr', '--master-port', '--headless'} & set(argv)
 
 
 def test_engine_env_is_env_plus_device_env_as_strings():
