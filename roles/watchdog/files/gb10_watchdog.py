@@ -241,6 +241,11 @@ class Watchdog:
                 record["stopped"] = out.decode(errors="replace").strip()
             else:
                 record["stopped"] = "no engine: %s is not running" % container
+            # vLLM's multi-node executor (mp): after rank 0, the headless rank on every other node,
+            # each with the same SIGTERM and bounded wait (H4, X3), through the cluster SSH gate.
+            for name in sorted(config.get("ranks") or {}):
+                code, out = self.rank(name, "stop", timeout=config["stop_timeout_s"] + 60)
+                record["stopped"] += "; %s: %s" % (name, out.strip().splitlines()[-1] if out.strip() else "exit %s" % code)
             record["stopped_s"] = round(time.time() - started, 1)  # where the recovery's time went
             log("engine stop (SIGTERM first, H4): %s" % record["stopped"])
             # A relaunch onto a node whose unified memory leaked (an engine killed with its
@@ -272,7 +277,15 @@ class Watchdog:
                                    "again" % (launch, container, config["launch_id"]))
             exec_in(container, ["rm", "-f", config["state_dir"] + "/pid"])
             exec_in(container, ["bash", launch], detach=True)
-            log("relaunched %s (launch %s)" % (launch, config["launch_id"]))
+            # mp: every other node starts its own rank of the same launch (its program refuses
+            # another launch's script, as the check above does here).
+            for name in sorted(config.get("ranks") or {}):
+                code, out = self.rank(name, "start")
+                if code != 0:
+                    raise RuntimeError("the rank on %s did not start (exit %s): %s" % (name, code, out.strip()[-300:]))
+            log("relaunched %s (launch %s)%s" % (launch, config["launch_id"],
+                                                  " with the ranks on %s" % ", ".join(sorted(config["ranks"]))
+                                                  if config.get("ranks") else ""))
             self.wait_ready()
             # The profile's known answer, greedy (V8, issue 27); without one, tokens are the proof.
             question = config.get("known_answer") or config["probe"]
@@ -457,18 +470,47 @@ class Watchdog:
         except (ValueError, IndexError):
             return None
 
+    def rank(self, name, command, timeout=120):
+        """(exit status, output) of `engine-rank COMMAND` (status, stop or start) on another node,
+        through the cluster SSH gate: vllm_serve's program there for its rank of vLLM's multi-node
+        executor (mp), the only way this watchdog reaches a rank off the head."""
+        return self.on_head_node([self.config["cluster_ssh"], self.config["ranks"][name], "engine-rank " + command],
+                                 timeout=timeout)
+
+    def ranks_answering(self):
+        """mp: the cluster-link addresses of the nodes whose serving container answers (the head's
+        when its container runs, the others' through their engine-rank status); None while the
+        head's container is not up."""
+        if not container_running(self.config["container"]):
+            return None
+        head = self.config["head"]
+        return [self.config["nodes"][head]] + [address for name, address in sorted(self.config["ranks"].items())
+                                               if self.rank(name, "status", timeout=60)[0] == 0]
+
+    def ranks_gone(self):
+        """mp: the other nodes whose rank is not alive (X3: rank 0 would wait for it without end)."""
+        gone = []
+        for name in sorted(self.config.get("ranks") or {}):
+            code, out = self.rank(name, "status", timeout=60)
+            if code != 0 or '"alive": true' not in out:
+                gone.append(name)
+        return gone
+
     def wait_for_nodes(self):
-        """Every node of the launch alive in Ray (O5: after a power cut the nodes come back in any
-        order), at most nodes_timeout_s; a node that does not come back is named, not waited on."""
+        """Every node of the launch alive in Ray, or with the mp executor its serving container
+        answering (O5: after a power cut the nodes come back in any order), at most nodes_timeout_s;
+        a node that does not come back is named, not waited on."""
         expected = self.config["nodes"]
         deadline = time.monotonic() + self.config["nodes_timeout_s"]
         alive, missing, said = None, [], None
+        mp = self.config.get("executor") == "mp"
         while not stopping:
-            alive = self.alive_node_addresses()
+            alive = self.ranks_answering() if mp else self.alive_node_addresses()
             missing = logic.missing_nodes(expected, alive or [])
             if alive is not None and not missing:
                 return
-            seen = "Ray's head is not up" if alive is None else "waiting for " + ", ".join(missing)
+            seen = ("the head's serving container is not up" if mp else "Ray's head is not up") if alive is None \
+                else "waiting for " + ", ".join(missing)
             if seen != said:
                 log("before the relaunch: %s" % seen)
                 said = seen
@@ -476,11 +518,12 @@ class Watchdog:
                 break
             time.sleep(3)
         raise RuntimeError(
-            "after %s s (nodes_timeout_s) %s: each node must be up, its Ray container running (`docker ps -a` "
+            "after %s s (nodes_timeout_s) %s: each node must be up, its %s container running (`docker ps -a` "
             "there) and the cluster link between it and the head up; the deploy (playbooks/launch.yml) starts "
             "what is down" % (self.config["nodes_timeout_s"],
-                              "the Ray head container %s is not running" % self.config["container"] if alive is None
-                              else "Ray does not show " + ", ".join(missing)))
+                              "the head container %s is not running" % self.config["container"] if alive is None
+                              else ("no serving container answers on " if mp else "Ray does not show ") + ", ".join(missing),
+                              "serving" if mp else "Ray"))
 
     def control(self, command, *args, timeout=60):
         """(rc, output) of vllm_serve's engine control script in the head container: the same
@@ -500,6 +543,10 @@ class Watchdog:
             rc, out = self.control("wait-ready", self.config["base_url"], str(slice_s), str(self.config["placement_wait_s"]),
                                    timeout=slice_s + 60)
             seen = out.decode(errors="replace").strip() or seen
+            # mp: a headless rank that died leaves rank 0 waiting without end (X3).
+            gone = self.ranks_gone()
+            if gone:
+                raise RuntimeError("the relaunched engine's rank on %s is gone (rank 0: %s)" % (", ".join(gone), seen))
             if rc == 0:
                 return
             if rc == 3:
