@@ -4,7 +4,7 @@
 the raw numbers as JSON (default tests/output/bench/<name>.json). Names:
 controller-scaling (light hosts), copy-throughput (two light hosts), copy-local (model_sync's
 pull on this machine over loopback: no Docker, for a machine with many cores), deploy-time and
-watchdog (take the simulated cluster: run them only when nobody else uses it), newcomer (stops
+watchdog, executors (take the simulated cluster: run them only when nobody else uses it), newcomer (stops
 this machine's Docker engine for about 15 minutes: run it only where nothing else uses Docker)."""
 import argparse
 import importlib
@@ -19,6 +19,7 @@ MODULES = {
     'copy-local': 'bench.copy_local',
     'copy-throughput': 'bench.copy_throughput',
     'deploy-time': 'bench.deploy_time',
+    'executors': 'bench.executors',
     'newcomer': 'bench.newcomer',
     'watchdog': 'bench.watchdog',
 }
@@ -45,6 +46,10 @@ def main(argv=None):
                         help='deploy-time: simulated cluster sizes (default 2 3)')
     parser.add_argument('--faults', nargs='+', choices=['hang', 'power', 'leak'], default=['hang', 'power', 'leak'],
                         help='watchdog: the faults to inject, in that order (default all three)')
+    parser.add_argument('--idle-s', type=int, default=30,
+                        help='executors: seconds each idle cluster is measured over (default 30)')
+    parser.add_argument('--tokens', type=int, default=64,
+                        help='executors: tokens each decode request generates (default 64)')
     args = parser.parse_args(argv)
     bench = importlib.import_module(MODULES[args.name])
     if args.name == 'controller-scaling':
@@ -55,6 +60,8 @@ def main(argv=None):
         result = bench.run(args.gib, args.file_mib, tuple(args.streams), args.repeat, args.split_cpus)
     elif args.name == 'watchdog':
         result = bench.run(args.repeat, faults=tuple(args.faults))
+    elif args.name == 'executors':
+        result = bench.run(args.idle_s, args.tokens)
     elif args.name == 'newcomer':
         result = bench.run()
     else:

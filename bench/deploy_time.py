@@ -40,7 +40,7 @@ from bench.hosts import OUT, TOP
 from bench.runner import changed_total, run_playbook
 
 ENGINE_TASK = 'Wait for /health, showing progress (V7)'
-LAUNCH_TASK = 'Start the engine inside the Ray head container (R1, docker exec, never ray://)'
+LAUNCH_TASK = "Start this node's rank inside its serving container (R1 with Ray, docker exec, never ray://)"
 MODEL_TASK = 'Pull, verify every checksum, re-fetch mismatches, mark verified'
 IMAGE_TASK = 'What this node got, for the summary and the callers'  # roles/serving_image
 LINK_TASK = "Keep this node's result"  # roles/link_check, tasks/probe.yml

@@ -77,10 +77,9 @@ from ansible_collections.gb10.serving.plugins.module_utils.nccl_log import NcclL
 
 
 def nccl_engine_choice(log_text, transport, cluster_iface=None, hcas=None):
-    if isinstance(log_text, (list, tuple)):
-        log_text = '\n'.join(to_text(text or '') for text in log_text)
+    texts = [to_text(text or '') for text in log_text] if isinstance(log_text, (list, tuple)) else to_text(log_text or '')
     try:
-        return engine_choice(to_text(log_text or ''), transport, cluster_iface=cluster_iface or None,
+        return engine_choice(texts, transport, cluster_iface=cluster_iface or None,
                              hcas=list(hcas or []) or None)
     except NcclLogError as exc:
         raise AnsibleFilterError('nccl_engine_choice: %s' % exc)

@@ -256,15 +256,23 @@ def check_transport(parsed, transport, cluster_iface=None, hcas=None):
 ENGINE_START_MARK = 'gb10-engine: starting'
 
 
+def _since_start(log_text):
+    """The lines of one engine log since its launch script's last start line."""
+    lines = (log_text or '').splitlines()
+    starts = [index for index, line in enumerate(lines) if line.startswith(ENGINE_START_MARK)]
+    return lines[starts[-1]:] if starts else lines
+
+
 def engine_choice(log_text, transport, cluster_iface=None, hcas=None):
-    """NCCL's choice in a serving engine's log since its last start (rule N5, after the launch):
+    """NCCL's choice in a serving engine's log since its last start (rule N5, after the launch); a
+    list of logs is one per rank's node (vLLM's multi-node executor: each rank logs in its own
+    node's container), each read since its own last start:
     {'read': whether NCCL INFO lines were there, 'ranks': one describe() line per NCCL process,
     'problems': check_transport()'s, 'note': one line for a summary}. No NCCL line is no problem
     (the CPU build runs Gloo; a GPU engine whose workers did not get NCCL_DEBUG says so in the
     note); a choice other than the transport is."""
-    lines = (log_text or '').splitlines()
-    starts = [index for index, line in enumerate(lines) if line.startswith(ENGINE_START_MARK)]
-    current = '\n'.join(lines[starts[-1]:] if starts else lines)
+    texts = log_text if isinstance(log_text, (list, tuple)) else [log_text]
+    current = '\n'.join(line for text in texts for line in _since_start(text))
     try:
         parsed = parse_init_log(current)
     except NcclLogError:

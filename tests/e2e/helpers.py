@@ -5,12 +5,14 @@ printed command as a user would, and one-role playbooks. One home for these, so 
 module imports another (issue 28).
 """
 
+import json
 import os
 import re
 import shlex
 import ssl
 import subprocess
 import threading
+import time
 
 import yaml
 
@@ -28,6 +30,8 @@ with open(os.path.join(TOP, "profiles", "overlays", "sim-cpu.yml")) as _overlay:
     TINY_ANSWER = yaml.safe_load(_overlay)["known_answer"]["expect"]
 HEAD = "gb10-ray-head"  # gb10_ray_head_container's default
 WORKER = "gb10-ray-worker"  # gb10_ray_worker_container's default
+MP_HEAD = "gb10-vllm-head"  # gb10_mp_head_container's default (vLLM's own multi-node executor)
+MP_WORKER = "gb10-vllm-worker"  # gb10_mp_worker_container's default
 # The engine's own port, on the head's loopback: serve.port of profiles/minimax-m27-nvfp4.yml and
 # minimax-m3-nvfp4.yml. Clients reach it only through the API gateway (roles/api_gateway, A1).
 PORT = 8000
@@ -36,7 +40,8 @@ ENGINE_LOG = "/var/lib/gb10-engine/engine.log"  # in vllm_serve_state_dir (roles
 # vllm_serve's rescue collects every node's logs (H9), then fails with what failed (roles/vllm_serve).
 LOGS_TASK = "Fail with what went wrong and where the logs are"
 # Every stop of a serving node goes through these, the engine's first (H4: roles/leak_recovery).
-ENGINE_STOP_TASK = "Stop the engine in the head container, SIGTERM first (a hard kill can leak unified memory, H4)"
+ENGINE_STOP_TASK = "Stop rank 0 on the head, SIGTERM first (a hard kill can leak unified memory, H4)"
+RANK_STOP_TASK = "Stop the headless rank on every other node (mp executor), SIGTERM first (H4, X3)"
 CONTAINER_STOP_TASK = "Stop serving containers, keeping them for their logs (H4 needs no GPU workload; H9)"
 # The simulated driver's ledger (GB10 fixture kit, gb10-gpu-ledger): a LEAK line per allocation
 # a container's stop or kill left held.
@@ -49,6 +54,44 @@ VERDICT = "Fail every host where a check found drift"
 
 
 # ---- a simulated Spark from the outside --------------------------------------------------------
+
+WATCHDOG_DATA = "/var/lib/gb10/watchdog"  # watchdog_dir's default
+WATCHDOG_CONTAINER = "gb10-watchdog"  # watchdog_container's default
+# The watchdog as the e2e cases run it (test_4a, test_4b), sized for the simulation: a probe every 3 s, a hang after 10 s without a token, one failed probe
+# is enough, four recoveries per hour (one per case) within the day's six, a pause of 1 s doubling
+# between them (the pause's growth and the day's bound are unit-tested: a day of long recoveries);
+# the exporters read every 5 s, so a reading after the engine's stop comes soon. The tiny model's
+# first token comes within a second; a simulated Spark boots in seconds.
+WATCHDOG_SETTINGS = {"gb10_profile": PROFILE, "gb10_watchdog": True, "watchdog_interval_s": 3,
+                     "watchdog_deadline_s": 10, "watchdog_failures": 1,
+                     "watchdog_max_restarts": 4, "watchdog_window_s": 3600,
+                     "watchdog_pause_s": 1,
+                     "watchdog_nodes_timeout_s": 180, "node_metrics_interval_s": 5}
+
+
+def watchdog_state(head):
+    return json.loads(on_host(head, "cat", WATCHDOG_DATA + "/state.json"))
+
+
+def watchdog_log(head):
+    return on_host(head, "docker", "logs", WATCHDOG_CONTAINER)
+
+
+def wait_for(what, check, timeout):
+    """check() until it returns something true, at most timeout seconds (bounded loop). A node that
+    is booting answers nothing yet: a failed look counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            found = check()
+        except (AssertionError, ValueError, subprocess.TimeoutExpired):
+            found = None
+        if found:
+            return found
+        time.sleep(2)
+    raise AssertionError("not within %d s: %s" % (timeout, what))
+
+
 
 def on_host(host, *argv):
     """Run a command in a simulated Spark (a container of this machine's Docker); its stdout."""
@@ -154,6 +197,13 @@ def ok_results(result, hosts):
 def run_text(result):
     """Everything the run printed, as ansible-runner recorded it with its events."""
     return "".join(ev.get("stdout", "") + "\n" for ev in result.events)
+
+
+def engine_stops(result, task=ENGINE_STOP_TASK):
+    """{item: what the stop said (stopped, killed, none)} of every item that found its container
+    running: the head's containers (rank 0's task) or the other nodes (the headless ranks' task)."""
+    return {item["item"]: item["stdout"] for data in result.host_results(task=task)
+            for item in data.get("res", {}).get("results", []) if "stdout" in item}
 
 
 def failure_messages(result, task):

@@ -57,7 +57,7 @@ import pytest
 import yaml
 
 from .conftest import sim
-from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_TASK, LAUNCH, LOGS_TASK, PLAYBOOK,
+from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, engine_stops, KNOWN_ANSWER_TASK, LAUNCH, LOGS_TASK, PLAYBOOK,
                       API_PORT, PORT, PROFILE, TINY_ANSWER, TOP, WORKER, api_client, api_key, assert_succeeded, drift,
                       finding_messages, findings, gateway_ca, leaks,
                       engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_container_ids, ray_containers,
@@ -755,8 +755,8 @@ def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_co
                           extravars={"gb10_teardown_stop_timeout_s": 15})
 
     assert_succeeded(result, sim_cluster.hosts)
-    stop = result.results_by_host(task=ENGINE_STOP_TASK)
-    assert stop and {r.get("stdout") for r in stop.values()} <= {"stopped", "killed", "none"}, stop
+    stop = engine_stops(result)
+    assert stop and set(stop.values()) <= {"stopped", "killed", "none"}, stop
     # Both Ray containers carry ray_cluster's role label (ray-head, ray-worker).
     for host in sim_cluster.hosts:
         assert on_host(host, "docker", "ps", "-aq", "--filter", "label=gb10.serving/role").strip() == "", host

@@ -38,54 +38,21 @@ import urllib.request
 
 import pytest
 
-from .helpers import (HEAD, LAUNCH, PORT, PROFILE, SUMMARY_TASK, TINY_ANSWER, WORKER, api_client, assert_succeeded,
-                      drift, drift_answers, findings, healthy, ok_results, on_host)
+from .helpers import (HEAD, LAUNCH, PORT, SUMMARY_TASK, TINY_ANSWER, WATCHDOG_CONTAINER as CONTAINER,
+                      WATCHDOG_DATA as DATA, WATCHDOG_SETTINGS as SETTINGS, WORKER, api_client, assert_succeeded, drift,
+                      drift_answers, findings, healthy, ok_results, on_host, wait_for, watchdog_log,
+                      watchdog_state as state)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
 pytestmark = pytest.mark.rule("O4")
 
-DATA = "/var/lib/gb10/watchdog"  # watchdog_dir's default
-CONTAINER = "gb10-watchdog"  # watchdog_container's default
 LINK_PROM = "/var/lib/gb10/link_check/link.prom"  # link_check_dir's default
-# Sized for the simulation: a probe every 3 s, a hang after 10 s without a token, one failed probe
-# is enough, four recoveries per hour (one per case) within the day's six, a pause of 1 s doubling
-# between them (the pause's growth and the day's bound are unit-tested: a day of long recoveries);
-# the exporters read every 5 s, so a reading after the engine's stop comes soon. The tiny model's
-# first token comes within a second; a simulated Spark boots in seconds.
-SETTINGS = {"gb10_profile": PROFILE, "gb10_watchdog": True, "watchdog_interval_s": 3,
-            "watchdog_deadline_s": 10, "watchdog_failures": 1,
-            "watchdog_max_restarts": 4, "watchdog_window_s": 3600,
-            "watchdog_pause_s": 1,
-            "watchdog_nodes_timeout_s": 180, "node_metrics_interval_s": 5}
-
-
-def state(head):
-    return json.loads(on_host(head, "cat", DATA + "/state.json"))
 
 
 def metrics(head):
     """{name{labels}: value} of the watchdog's Prometheus textfile."""
     lines = on_host(head, "cat", DATA + "/metrics.prom").splitlines()
     return dict(line.rsplit(" ", 1) for line in lines if line and not line.startswith("#"))
-
-
-def watchdog_log(head):
-    return on_host(head, "docker", "logs", CONTAINER)
-
-
-def wait_for(what, check, timeout):
-    """check() until it returns something true, at most timeout seconds (bounded loop). A node that
-    is booting answers nothing yet: a failed look counts as not yet."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            found = check()
-        except (AssertionError, ValueError, subprocess.TimeoutExpired):
-            found = None
-        if found:
-            return found
-        time.sleep(2)
-    raise AssertionError("not within %d s: %s" % (timeout, what))
 
 
 def running_as_set_here(head):

@@ -190,6 +190,18 @@ def test_engine_choice_reads_the_running_launch_alone(fixture_path):
     assert problem.startswith('vm pid 548 (rank 0): NET/Socket over eth0 (192.0.2.2), but the profile\'s transport is roce')
 
 
+@pytest.mark.rule("N5", "X3")
+def test_engine_choice_reads_each_ranks_log_since_its_own_start(fixture_path):
+    # vLLM's multi-node executor: each node's rank logs in its own container. An old launch on the
+    # head that fell back to sockets does not count, and neither log hides the other's ranks.
+    head = engine_log(fixture_path, ['device_h100_roce_profile_no_rdma.log'], ['dgx_spark_vllm_ray_ibext.log'])
+    worker = engine_log(fixture_path, ['gx10_vllm_nccl2312_roce.log'])
+    both = engine_choice([head, worker], 'roce')
+    alone = engine_choice(head, 'roce'), engine_choice(worker, 'roce')
+    assert sorted(both['ranks']) == sorted(alone[0]['ranks'] + alone[1]['ranks']) and len(both['ranks']) >= 2, both
+    assert sorted(both['problems']) == sorted(alone[0]['problems'] + alone[1]['problems'])
+
+
 def test_engine_choice_socket_on_the_cluster_interface(fixture_path):
     log = engine_log(fixture_path, ['device_h100_socket_profile.log'])
     assert engine_choice(log, 'socket', cluster_iface='eth0')['problems'] == []

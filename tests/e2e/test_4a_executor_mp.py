@@ -1,0 +1,185 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vLLM's own multi-node executor beside Ray (issue 50), chained on the serving 2-Spark cluster:
+
+- the cluster serving over Ray switches to the mp executor by the clean path: the Ray engine is
+  stopped gracefully first (SIGTERM, its own exit), no node leaks or reboots, and the same profile
+  serves the known answer with a rank in each node's serving container (rank 0 with the API on
+  the head, a headless rank on the worker), with nothing of Ray running on either node;
+- the watchdog keeps it serving: a stalled headless rank on the worker is found by its deadline,
+  every rank is stopped (rank 0 first, then the worker's through the cluster SSH gate) and started
+  again, the known answer checked; a launch again changes nothing (O2); after a power cut the
+  nodes' own Docker starts the serving containers and the watchdog starts every rank again;
+- the cluster switches back to Ray by the same clean path: the mp ranks stopped gracefully, rank 0
+  first, then the worker's, and Ray serves again (test_4b's watchdog cases go on from there).
+"""
+
+import subprocess
+import time
+
+import pytest
+
+from .helpers import (ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, RANK_STOP_TASK, TINY_ANSWER,
+                      WATCHDOG_SETTINGS, WORKER, api_client, assert_succeeded, drift, engine_stops, findings, leaks, on_host, serves,
+                      wait_for, watchdog_log, watchdog_state)
+
+pytestmark = pytest.mark.rule("X2")
+
+MP = dict(WATCHDOG_SETTINGS, gb10_executor="mp")
+STATE = "/var/lib/gb10-engine"  # vllm_serve_state_dir
+RAY_PROCESSES = ("raylet", "gcs_server", "plasma", "ray::")
+
+
+def host_started(host):
+    """When the simulated Spark itself last started (a reboot starts it again)."""
+    return subprocess.run(["docker", "inspect", "-f", "{{.State.StartedAt}}", host], capture_output=True, text=True,
+                          timeout=60, check=True).stdout.strip()
+
+
+def running(host):
+    return on_host(host, "docker", "ps", "--format", "{{.Names}}").split()
+
+
+def rank_argv(host, container):
+    """argv of the rank whose pid the launch script wrote in that serving container."""
+    out = on_host(host, "docker", "exec", container, "sh", "-c",
+                  'tr "\\0" "\\n" < /proc/$(cat %s/pid)/cmdline' % STATE)
+    return out.splitlines()
+
+
+def rank_pid(host, container):
+    return on_host(host, "docker", "exec", container, "cat", STATE + "/pid").strip()
+
+
+def ray_processes(host):
+    """Ray's own processes anywhere on the node (its containers' processes are the node's too): its
+    raylet, GCS and workers, or a `ray start`."""
+    return [line for line in on_host(host, "ps", "-eo", "args").splitlines()
+            if "bin/ray start" in line
+            or any(line.startswith(name) or ("/" + name) in line.split(" ")[0] for name in RAY_PROCESSES)]
+
+
+def serves_mp(cluster):
+    head, worker = cluster.head, cluster.hosts[1]
+    return MP_HEAD in running(head) and MP_WORKER in running(worker) and api_client(cluster, timeout=60).models.list().data
+
+
+@pytest.mark.rule("X1", "X2", "O1", "H4")
+def test_a_ray_cluster_switches_to_vllms_own_executor_by_the_clean_path(serving, run_playbook):
+    cluster = serving
+    head, worker = cluster.head, cluster.hosts[1]
+    leaks_before, started = leaks(cluster.hosts), {h: host_started(h) for h in cluster.hosts}
+
+    result = run_playbook(LAUNCH, cluster.inventory, timeout=1800, extravars=MP)
+
+    assert_succeeded(result, cluster.hosts)
+    # The Ray engine stopped on its own after SIGTERM, before Ray and the containers (H4): no leak,
+    # no reboot.
+    assert engine_stops(result).get(HEAD) == "stopped", engine_stops(result)
+    assert leaks(cluster.hosts) == leaks_before
+    assert {h: host_started(h) for h in cluster.hosts} == started
+    # A rank in each node's serving container: rank 0 with the API server on the head, a headless
+    # rank on the worker meeting it at the head's cluster address (X1).
+    head_argv, worker_argv = rank_argv(head, MP_HEAD), rank_argv(worker, MP_WORKER)
+    assert "--headless" not in head_argv and head_argv[head_argv.index("--node-rank") + 1] == "0", head_argv
+    assert "--headless" in worker_argv and worker_argv[worker_argv.index("--node-rank") + 1] == "1", worker_argv
+    for argv in (head_argv, worker_argv):
+        assert argv[argv.index("--master-addr") + 1] == cluster.cluster_ips[head], argv
+        assert argv[argv.index("--distributed-executor-backend") + 1] == "mp", argv
+    # Nothing of Ray runs where Ray is not used: no Ray container, no raylet, GCS or object store.
+    for host in cluster.hosts:
+        assert not {HEAD, WORKER} & set(running(host)), (host, running(host))
+        assert ray_processes(host) == [], (host, ray_processes(host))
+    # The split answers right (a broken one answers fluently but wrongly), through the gateway.
+    assert result.results_by_host(task=KNOWN_ANSWER_TASK)[head]
+    reply = api_client(cluster).chat.completions.create(
+        model="minimax-m2.7", max_tokens=16, temperature=0, messages=[{"role": "user", "content": "Hello"}])
+    assert TINY_ANSWER.strip() in reply.choices[0].message.content
+
+
+@pytest.mark.rule("O4", "X3")
+def test_a_stalled_headless_rank_is_found_and_every_rank_starts_again(sim_cluster):
+    cluster = sim_cluster
+    head, worker = cluster.head, cluster.hosts[1]
+    wait_for("the watchdog's first good probe", lambda: watchdog_state(head).get("last_probe", {}).get("verdict") == "ok", 60)
+    pids = rank_pid(head, MP_HEAD), rank_pid(worker, MP_WORKER)
+
+    # The worker's rank stops computing (its worker process stopped): the API on the head still
+    # says healthy, generation hangs.
+    on_host(worker, "docker", "exec", MP_WORKER, "pkill", "-STOP", "-f", "^VLLM::Worker")
+    stalled = time.time()
+
+    def recovered():
+        last = watchdog_state(head).get("last_recovery") or {}
+        return last.get("started", 0) > stalled and last.get("result") == "serving" and last
+
+    recovery = wait_for("a recovery of the stalled rank that ends serving", recovered, 240)
+    assert recovery["reason"] == "hang", recovery
+    # Rank 0 first, then the worker's through the cluster SSH gate, each stopping on SIGTERM (H4).
+    assert recovery["stopped"] == "stopped; %s: stopped" % worker, recovery
+    assert TINY_ANSWER.strip() in recovery["answer"], recovery
+    assert (rank_pid(head, MP_HEAD), rank_pid(worker, MP_WORKER)) != pids
+    assert "with the ranks on %s" % worker in watchdog_log(head)
+
+
+@pytest.mark.rule("O2", "O3", "O5")
+def test_after_a_power_cut_every_rank_starts_again_with_no_command(sim_cluster, run_playbook):
+    cluster = sim_cluster
+    head, worker = cluster.head, cluster.hosts[1]
+    # A launch again with nothing changed: nothing changes (O2), and Docker brings each node's
+    # serving container back at boot (O5).
+    rerun = run_playbook(LAUNCH, cluster.inventory, timeout=1800, extravars=MP)
+    assert_succeeded(rerun, cluster.hosts)
+    assert {h: rerun.stats[h]["changed"] for h in cluster.hosts} == {h: 0 for h in cluster.hosts}, rerun.stats
+    for host, name in ((head, MP_HEAD), (worker, MP_WORKER)):
+        assert on_host(host, "docker", "inspect", "-f", "{{.HostConfig.RestartPolicy.Name}}", name).strip() \
+            == "unless-stopped", host
+    # And drift, with the variables the launch ran with, finds the cluster as deployed (O3): the
+    # serving containers without Ray, every rank's launch, the watchdog and its gate entry.
+    checked = drift(run_playbook, cluster, **{k: v for k, v in MP.items() if k != "gb10_profile"})
+    assert checked.status == "successful" and findings(checked) == set(), findings(checked)
+
+    subprocess.run(["docker", "kill", head, worker], check=True, capture_output=True, timeout=120)
+    cut = time.time()
+    subprocess.run(["docker", "start", head], check=True, capture_output=True, timeout=120)
+    # Back with the head, the watchdog names the node whose serving container does not answer yet.
+    waiting = "waiting for %s (%s)" % (worker, cluster.cluster_ips[worker])
+    wait_for("the watchdog naming the node it waits for", lambda: waiting in watchdog_log(head), 120)
+    subprocess.run(["docker", "start", worker], check=True, capture_output=True, timeout=120)
+
+    def recovered():
+        last = watchdog_state(head).get("last_recovery") or {}
+        return last.get("started", 0) > cut and last.get("result") == "serving" and last
+
+    recovery = wait_for("every rank serving again after the power cut", recovered, 300)
+    assert recovery["reason"] == "down", recovery
+    assert TINY_ANSWER.strip() in recovery["answer"], recovery
+    assert serves_mp(cluster)
+
+
+@pytest.mark.rule("O1", "X3", "H4")
+def test_the_cluster_switches_back_to_ray_by_the_clean_path(sim_cluster, run_playbook):
+    cluster = sim_cluster
+    head, worker = cluster.head, cluster.hosts[1]
+    leaks_before, started = leaks(cluster.hosts), {h: host_started(h) for h in cluster.hosts}
+
+    result = run_playbook(LAUNCH, cluster.inventory, timeout=1800, extravars=WATCHDOG_SETTINGS)
+
+    assert_succeeded(result, cluster.hosts)
+    # Rank 0 first, then the worker's headless rank, each on SIGTERM (H4, X3).
+    assert engine_stops(result).get(MP_HEAD) == "stopped", engine_stops(result)
+    assert engine_stops(result, RANK_STOP_TASK).get(worker) == "stopped", engine_stops(result, RANK_STOP_TASK)
+    stops = [e["event_data"]["task"] for e in result.events if e.get("event") == "runner_on_ok"
+             and e["event_data"].get("task") in (ENGINE_STOP_TASK, RANK_STOP_TASK)]
+    assert stops.index(ENGINE_STOP_TASK) < stops.index(RANK_STOP_TASK), stops
+    assert leaks(cluster.hosts) == leaks_before
+    assert {h: host_started(h) for h in cluster.hosts} == started
+    for host in cluster.hosts:
+        assert not {MP_HEAD, MP_WORKER} & set(running(host)), (host, running(host))
+    # The watchdog's way to the worker's rank is gone with the executor that needed it.
+    gate = on_host(worker, "sh", "-c", "ls /etc/gb10/cluster-ssh-gate.d; ls /usr/local/sbin")
+    assert "engine-rank" not in gate, gate
+    assert serves(cluster)
+    assert result.results_by_host(task=KNOWN_ANSWER_TASK)[head]
+    argv = rank_argv(head, HEAD)
+    assert argv[argv.index("--distributed-executor-backend") + 1] == "ray" and "--nnodes" not in argv, argv
