@@ -71,7 +71,7 @@ def stop_engine(hosts, executor):
 
 def decode_rate(client, model, concurrency, tokens):
     """Generated tokens per second over `concurrency` requests at once, each `tokens` long."""
-    def one(_):
+    def one(unused_index):
         reply = client.completions.create(model=model, prompt='The cluster', max_tokens=tokens, temperature=0,
                                           extra_body={'ignore_eos': True})
         return reply.usage.completion_tokens
@@ -101,13 +101,12 @@ def run(idle_s=30, tokens=64, executors=('ray', 'mp')):
     model = client.models.list().data[0].id
     result = {'cpus': os.cpu_count(), 'idle_s': idle_s, 'tokens': tokens, 'rows': []}
     for executor in executors:
-        wall, unused_stats, events = run_playbook(LAUNCH, inventory, extravars={'gb10_profile': PROFILE,
-                                                                               'gb10_executor': executor})
+        chosen = {'gb10_profile': PROFILE, 'gb10_executor': executor}
+        wall, unused_stats, events = run_playbook(LAUNCH, inventory, extravars=chosen)
         startup = task_span(events, ENGINE_TASK)
         stop_engine(hosts, executor)
         idle_memory, idle_cpu = cluster_figures(hosts, executor, idle_s)
-        relaunch, unused_stats, events = run_playbook(LAUNCH, inventory, extravars={'gb10_profile': PROFILE,
-                                                                                   'gb10_executor': executor})
+        relaunch, unused_stats, events = run_playbook(LAUNCH, inventory, extravars=chosen)
         served_memory, served_cpu = cluster_figures(hosts, executor, idle_s)
         result['rows'].append({
             'executor': executor, 'launch_s': round(wall, 1), 'engine_startup_s': startup,

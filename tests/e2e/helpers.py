@@ -92,7 +92,6 @@ def wait_for(what, check, timeout):
     raise AssertionError("not within %d s: %s" % (timeout, what))
 
 
-
 def on_host(host, *argv):
     """Run a command in a simulated Spark (a container of this machine's Docker); its stdout."""
     proc = subprocess.run(["docker", "exec", host] + list(argv), capture_output=True, text=True, timeout=120, check=False)

@@ -94,11 +94,20 @@ def test_speculative_method_is_one_vllm_knows():
     assert spec['method'] in get_args(SpeculativeMethod)
 
 
-def test_mp_executor_multinode_flags_parse(vllm_parser):
-    prof = copy.deepcopy(variant('minimax-m27-nvfp4', 'sim-cpu'))
+@pytest.mark.rule("X1")
+@pytest.mark.parametrize('name,overlay', VARIANTS)
+def test_mp_executor_multinode_flags_parse(vllm_parser, name, overlay):
+    # Every profile under vLLM's own multi-node executor (gb10_executor=mp), every rank, as vLLM's
+    # own parser reads it: rank 0 serves the API, the others run headless, all meet at the head.
+    prof = copy.deepcopy(variant(name, overlay))
+    if prof['engine'] != 'vllm' or prof['nodes'] == 1:
+        pytest.skip('%s runs no multi-node vLLM' % name)
     prof['engine_args']['distributed-executor-backend'] = 'mp'
-    args = parse(vllm_parser, vllm_serve_argv(prof, head_ip='10.0.0.1', node_rank=1))
-    assert (args.nnodes, args.node_rank, args.master_addr, args.headless) == (2, 1, '10.0.0.1', True)
+    for rank in range(prof['nodes']):
+        args = parse(vllm_parser, vllm_serve_argv(prof, head_ip='10.0.0.1', node_rank=rank, master_port=29501))
+        assert (args.nnodes, args.node_rank, args.master_addr, args.master_port, args.headless) \
+            == (prof['nodes'], rank, '10.0.0.1', 29501, rank > 0)
+        assert args.distributed_executor_backend == 'mp'
 
 
 # Negative tests: the checks above must be able to fail.

@@ -164,6 +164,10 @@ class Watchdog:
                 state = json.load(handle)
         except (OSError, ValueError):
             state = {}
+        # The budget bounds the restarts of one launch: another launch (the deploy changed the engine,
+        # its executor, its flags) is the operator's, and starts with the whole budget.
+        if state.get("launch_id") not in (None, self.config.get("launch_id")):
+            state.update(status=logic.SERVING, recoveries=[], failures=0, pausing=False)
         state.setdefault("status", logic.SERVING)
         state.setdefault("recoveries", [])
         state.setdefault("failures", 0)
@@ -283,9 +287,8 @@ class Watchdog:
                 code, out = self.rank(name, "start")
                 if code != 0:
                     raise RuntimeError("the rank on %s did not start (exit %s): %s" % (name, code, out.strip()[-300:]))
-            log("relaunched %s (launch %s)%s" % (launch, config["launch_id"],
-                                                  " with the ranks on %s" % ", ".join(sorted(config["ranks"]))
-                                                  if config.get("ranks") else ""))
+            ranks = " with the ranks on %s" % ", ".join(sorted(config["ranks"])) if config.get("ranks") else ""
+            log("relaunched %s (launch %s)%s" % (launch, config["launch_id"], ranks))
             self.wait_ready()
             # The profile's known answer, greedy (V8, issue 27); without one, tokens are the proof.
             question = config.get("known_answer") or config["probe"]
