@@ -51,17 +51,19 @@ def kv_dtype_bytes(profile):
     return KV_DTYPE_BYTES[dtype]
 
 
-def kv_bytes_per_token_per_node(shape, tp, dtype_bytes):
+def kv_bytes_per_token_per_node(shape, tp, dtype_bytes, pp=1):
     """KV cache bytes one token costs on one node (one rank per node on GB10).
 
     GQA: K and V, per layer, for the KV heads this rank holds; heads split over TP, and a rank
     holds at least one (vLLM replicates KV heads when TP exceeds them). MLA: one latent vector
-    (kv_lora_rank + rope dims) per layer, replicated on every rank.
+    (kv_lora_rank + rope dims) per layer, replicated on every rank. With pipeline parallelism a
+    node holds only its stage's layers: the largest stage, ceil(layers / PP), counts.
     """
+    layers = -(-shape['num_layers'] // pp)
     if shape.get('attention', 'gqa') == 'mla':
-        return shape['num_layers'] * (shape['kv_lora_rank'] + shape['qk_rope_head_dim']) * dtype_bytes
+        return layers * (shape['kv_lora_rank'] + shape['qk_rope_head_dim']) * dtype_bytes
     heads_per_rank = max(1, -(-shape['num_kv_heads'] // tp))
-    return 2 * shape['num_layers'] * heads_per_rank * shape['head_dim'] * dtype_bytes
+    return 2 * layers * heads_per_rank * shape['head_dim'] * dtype_bytes
 
 
 def shape_from_hf_config(config):
@@ -132,18 +134,23 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
         raise FitError('budget_gib must be a positive number of GiB (memory CUDA sees on the poorest node), '
                        'got %r' % (budget_gib,))
     tp = profile['tensor_parallel_size']
+    pp = profile.get('pipeline_parallel_size', 1)
     util = profile['gpu_memory_utilization']
     context = int(context or profile['size_args']['max-model-len'])
     shape = shape or profile['model']['shape']
     dtype_bytes = kv_dtype_bytes(profile)
 
-    weights_gib = profile['model']['weights_gb'] * GB / GIB / tp
+    # One rank per node: TP x PP ranks share the weights (a PP stage holds its layers' share).
+    weights_gib = profile['model']['weights_gb'] * GB / GIB / (tp * pp)
     engine_gib = budget_gib * util
     overhead_gib = profile['fit']['overhead_gib']
     kv_gib = engine_gib - weights_gib - overhead_gib
-    per_token = kv_bytes_per_token_per_node(shape, tp, dtype_bytes)
+    per_token = kv_bytes_per_token_per_node(shape, tp, dtype_bytes, pp)
     context_fits = int(kv_gib * GIB // per_token) if kv_gib > 0 else 0
-    object_store_gib = profile['ray']['object_store_memory_bytes'] / GIB
+    # Ray's object store is taken on every node only where Ray runs (vLLM's own multi-node
+    # executor has none: issue 50, X2).
+    ray = profile['nodes'] > 1 and profile['engine_args'].get('distributed-executor-backend', 'ray') == 'ray'
+    object_store_gib = profile['ray']['object_store_memory_bytes'] / GIB if ray else 0.0
     host_gib = profile['fit'].get('host_gib', FIELD_HOST_GIB)
     pool_gib = budget_gib if pool_gib is None else max(pool_gib, budget_gib)
     warm_available_gib = pool_gib * (1 - util) - object_store_gib - host_gib
@@ -170,10 +177,11 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
         'free_gib': None if free_gib is None else _r(free_gib),
         'needed_free_gib': _r(engine_gib + object_store_gib),
     }
-    numbers = ('%s GB of weights over TP %d = %.1f GiB per node; node budget %.1f GiB x utilization %.2f = '
+    numbers = ('%s GB of weights over %s = %.1f GiB per node; node budget %.1f GiB x utilization %.2f = '
                '%.1f GiB for the engine; minus %.1f GiB overhead leaves %.1f GiB for KV at %d bytes/token '
                '= %d tokens (asked %d)'
-               % (profile['model']['weights_gb'], tp, weights_gib, budget_gib, util, engine_gib,
+               % (profile['model']['weights_gb'], 'TP %d' % tp if pp == 1 else 'TP %d x PP %d' % (tp, pp), weights_gib,
+                  budget_gib, util, engine_gib,
                   overhead_gib, kv_gib, per_token, context_fits, context))
     if weights_gib + overhead_gib >= engine_gib:
         plan['fits'] = False

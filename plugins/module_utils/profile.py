@@ -202,9 +202,17 @@ def validate_profile(profile, source='<profile>'):
 
     for key in ('nodes', 'tensor_parallel_size', 'readiness_timeout_s'):
         _need(_is_int(profile.get(key)) and profile[key] >= 1, source, key, 'must be an integer >= 1')
-    _need(profile['tensor_parallel_size'] % profile['nodes'] == 0, source, 'tensor_parallel_size',
-          'must be a multiple of nodes (one GB10 GPU per node), got TP %s over %s nodes'
-          % (profile['tensor_parallel_size'], profile['nodes']))
+    # Issue 50: the ranks are TP x PP, one GB10 GPU per node: a node per rank.
+    _need('pipeline_parallel_size' not in profile
+          or (_is_int(profile['pipeline_parallel_size']) and profile['pipeline_parallel_size'] >= 1),
+          source, 'pipeline_parallel_size', 'must be an integer >= 1 (1: no pipeline parallelism)')
+    _need(pipeline(profile) == 1 or pipeline(profile) <= profile['model']['shape']['num_layers'], source,
+          'pipeline_parallel_size', 'must not exceed the model\'s %s layers (each stage holds whole layers)'
+          % profile['model']['shape']['num_layers'])
+    ranks = profile['tensor_parallel_size'] * pipeline(profile)
+    _need(ranks == profile['nodes'], source, 'tensor_parallel_size',
+          'times pipeline_parallel_size must equal nodes (one GB10 GPU per node, a rank on each), got TP %s x PP %s over %s nodes'
+          % (profile['tensor_parallel_size'], pipeline(profile), profile['nodes']))
     util = profile.get('gpu_memory_utilization')
     _need(_is_num(util) and 0 < util <= 1, source, 'gpu_memory_utilization', 'must be a number in (0, 1]')
 
@@ -250,6 +258,9 @@ def validate_profile(profile, source='<profile>'):
           source, 'engine_args.%s' % EXECUTOR_ARG,
           'must name how the ranks reach the other nodes, one of %s (ray: rules R1-R5; mp: vLLM\'s own '
           'multi-node executor, rules X1-X3), got %r' % (', '.join(EXECUTORS), profile['engine_args'].get(EXECUTOR_ARG)))
+
+    _need(pipeline(profile) == 1 or profile['engine'] == 'vllm', source, 'pipeline_parallel_size',
+          'is rendered for vLLM only; SGLang profiles split by tensor_parallel_size')
 
     _validate_known_answer(profile, source)
     _validate_sglang(profile, source)
@@ -309,6 +320,12 @@ def _validate_why(profile, source):
         _need(path in why or section in why, source, 'why',
               'no reason given for %s: add why.%s (or why.%s for the whole section) with the rule ID'
               % (path, path, section))
+
+
+def pipeline(profile):
+    """The profile's pipeline-parallel stages (issue 50: three Sparks split a model whose heads do not
+    divide by 3 into stages of whole layers); 1 when it names none."""
+    return profile.get('pipeline_parallel_size', 1)
 
 
 def executor(profile):

@@ -63,6 +63,9 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
             '--port', str(port or serve['port']),
             '--tensor-parallel-size', str(profile['tensor_parallel_size']),
             '--gpu-memory-utilization', _value(profile['gpu_memory_utilization'])]
+    if profile.get('pipeline_parallel_size', 1) > 1:
+        # Stages of whole layers, one per node (issue 50: three Sparks where heads do not split by 3).
+        argv.extend(['--pipeline-parallel-size', str(profile['pipeline_parallel_size'])])
     argv.extend(flags(profile['engine_args']))
     argv.extend(flags(profile['size_args']))
     argv.extend(flags(profile['device_args']))

@@ -209,9 +209,20 @@ def test_a_model_revision_that_is_no_commit_is_refused(revision):
     assert P.load('minimax-m27-nvfp4', _broken(lambda p: p['model'].update({'revision': commit})))['model']['revision'] == commit
 
 
-def test_tp_must_be_a_multiple_of_nodes():
+def test_the_ranks_must_be_one_per_node():
     raw = _broken(lambda p: p.update({'tensor_parallel_size': 3}))
-    with pytest.raises(P.ProfileError, match=r'TP 3 over 2 nodes'):
+    with pytest.raises(P.ProfileError, match=r'TP 3 x PP 1 over 2 nodes'):
+        P.load('minimax-m27-nvfp4', raw)
+
+
+@pytest.mark.parametrize('stages, message', [
+    (0, 'must be an integer >= 1'),
+    (63, "must not exceed the model's 62 layers"),
+    (4, 'TP 2 x PP 4 over 2 nodes'),  # 8 ranks: fine for vLLM, but a GB10 has one GPU
+])
+def test_pipeline_stages_are_whole_layers_one_per_node(stages, message):
+    raw = _broken(lambda p: p.update({'pipeline_parallel_size': stages}))
+    with pytest.raises(P.ProfileError, match=re.escape(message) if '(' not in message else message):
         P.load('minimax-m27-nvfp4', raw)
 
 
