@@ -30,8 +30,11 @@ def _load_yaml(path):
 RAW = dict((os.path.basename(p)[:-4], _load_yaml(p)) for p in sorted(glob.glob(os.path.join(PROFILES_DIR, '*.yml'))))
 OVERLAYS = dict((os.path.basename(p)[:-4], _load_yaml(p))
                 for p in sorted(glob.glob(os.path.join(PROFILES_DIR, 'overlays', '*.yml'))))
-# Every profile as shipped and with every overlay: what real Sparks and the simulation run.
-VARIANTS = [(name, None) for name in RAW] + [(name, ov) for name in RAW for ov in OVERLAYS]
+# Every profile as shipped and with every overlay: what real Sparks and the simulation run. Not the
+# simulation's overlay for a PP=3 profile: the tiny model has 2 layers (tests/unit's test_profile
+# shows the refusal).
+VARIANTS = [(name, None) for name in RAW] + [(name, ov) for name in RAW for ov in OVERLAYS
+                                             if not (ov == 'sim-cpu' and RAW[name].get('pipeline_parallel_size', 1) > 2)]
 
 
 def variant(name, overlay):

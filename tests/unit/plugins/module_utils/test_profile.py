@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.gb10.serving.plugins.module_utils import profile as P
 from ansible_collections.gb10.serving.plugins.module_utils.render import vllm_serve_argv
 
-from profile_helpers import RAW, SIM, real, sim
+from profile_helpers import RAW, SIM, SIM_REFUSED, SIMULATED, real, sim
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
 pytestmark = pytest.mark.rule("M1")
@@ -36,13 +36,20 @@ def test_expected_profiles_ship():
     assert {'minimax-m27-nvfp4', 'minimax-m27-mxfp4', 'minimax-m3-nvfp4', 'deepseek-v4-flash'} <= set(RAW)
 
 
-@pytest.mark.parametrize('name', sorted(RAW))
+@pytest.mark.parametrize('name', sorted(SIM_REFUSED))
+def test_a_profile_the_simulation_cannot_run_is_refused_with_the_reason(name):
+    assert real(name)['name'] == name
+    with pytest.raises(P.ProfileError, match=re.escape(SIM_REFUSED[name])):
+        sim(name)
+
+
+@pytest.mark.parametrize('name', SIMULATED)
 def test_profile_and_sim_overlay_validate(name):
     assert real(name)['name'] == name
     assert sim(name)['image'] == 'gb10-sim-serving:local'
 
 
-@pytest.mark.parametrize('name', sorted(RAW))
+@pytest.mark.parametrize('name', SIMULATED)
 def test_sim_overlay_changes_only_image_model_path_device_flags_and_sizes(name):
     before, after = flatten(real(name)), flatten(sim(name))
     changed = {k for k in set(before) | set(after) if before.get(k, '<absent>') != after.get(k, '<absent>')}
@@ -55,7 +62,7 @@ def test_sim_overlay_changes_only_image_model_path_device_flags_and_sizes(name):
     assert real(name)['engine_args'] == sim(name)['engine_args']
 
 
-@pytest.mark.parametrize('name', sorted(RAW))
+@pytest.mark.parametrize('name', SIMULATED)
 def test_sim_argv_drops_gpu_only_flags_and_runs_eager(name):
     argv = vllm_serve_argv(sim(name))
     assert argv[:3] == ['vllm', 'serve', '/models/tiny-llama']
@@ -105,7 +112,7 @@ def test_overlay_may_not_change_the_known_answer_question():
         P.load('minimax-m27-nvfp4', RAW, {'known_answer': {'prompt': 'Say yes.'}}, 'bad')
 
 
-@pytest.mark.parametrize('name', sorted(RAW))
+@pytest.mark.parametrize('name', SIMULATED)
 def test_every_profile_asks_a_question_with_one_right_answer(name):
     known = real(name)['known_answer']
     assert known == {'prompt': 'What is 17 + 25? Reply with the number only.', 'expect': '42', 'max_tokens': 1024}
