@@ -92,6 +92,15 @@ def wait_for(what, check, timeout):
     raise AssertionError("not within %d s: %s" % (timeout, what))
 
 
+def recovery_since(head, since, what, timeout):
+    """The watchdog's last recovery once one that started after `since` ended serving (bounded wait)."""
+    def recovered():
+        last = watchdog_state(head).get("last_recovery") or {}
+        return last.get("started", 0) > since and last.get("result") == "serving" and last
+
+    return wait_for(what, recovered, timeout)
+
+
 def on_host(host, *argv):
     """Run a command in a simulated Spark (a container of this machine's Docker); its stdout."""
     proc = subprocess.run(["docker", "exec", host] + list(argv), capture_output=True, text=True, timeout=120, check=False)

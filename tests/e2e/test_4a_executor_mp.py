@@ -20,8 +20,8 @@ import time
 import pytest
 
 from .helpers import (ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, RANK_STOP_TASK, TINY_ANSWER,
-                      WATCHDOG_SETTINGS, WORKER, api_client, assert_succeeded, drift, engine_stops, findings, leaks, on_host, serves,
-                      wait_for, watchdog_log, watchdog_state)
+                      WATCHDOG_SETTINGS, WORKER, api_client, assert_succeeded, drift, engine_stops, findings, leaks, on_host,
+                      recovery_since, serves, wait_for, watchdog_log, watchdog_state)
 
 pytestmark = pytest.mark.rule("X2")
 
@@ -59,6 +59,17 @@ def ray_processes(host):
             or any(line.startswith(name) or ("/" + name) in line.split(" ")[0] for name in RAY_PROCESSES)]
 
 
+def switch(cluster, run_playbook, extravars):
+    """The launch step with another executor: it succeeds, and no node leaks or reboots (the clean
+    path stops the running engine before its containers, H4)."""
+    leaks_before, started = leaks(cluster.hosts), {h: host_started(h) for h in cluster.hosts}
+    result = run_playbook(LAUNCH, cluster.inventory, timeout=1800, extravars=extravars)
+    assert_succeeded(result, cluster.hosts)
+    assert leaks(cluster.hosts) == leaks_before
+    assert {h: host_started(h) for h in cluster.hosts} == started
+    return result
+
+
 def serves_mp(cluster):
     head, worker = cluster.head, cluster.hosts[1]
     return MP_HEAD in running(head) and MP_WORKER in running(worker) and api_client(cluster, timeout=60).models.list().data
@@ -68,16 +79,11 @@ def serves_mp(cluster):
 def test_a_ray_cluster_switches_to_vllms_own_executor_by_the_clean_path(serving, run_playbook):
     cluster = serving
     head, worker = cluster.head, cluster.hosts[1]
-    leaks_before, started = leaks(cluster.hosts), {h: host_started(h) for h in cluster.hosts}
 
-    result = run_playbook(LAUNCH, cluster.inventory, timeout=1800, extravars=MP)
+    result = switch(cluster, run_playbook, MP)
 
-    assert_succeeded(result, cluster.hosts)
-    # The Ray engine stopped on its own after SIGTERM, before Ray and the containers (H4): no leak,
-    # no reboot.
+    # The Ray engine stopped on its own after SIGTERM, before Ray and the containers (H4).
     assert engine_stops(result).get(HEAD) == "stopped", engine_stops(result)
-    assert leaks(cluster.hosts) == leaks_before
-    assert {h: host_started(h) for h in cluster.hosts} == started
     # A rank in each node's serving container: rank 0 with the API server on the head, a headless
     # rank on the worker meeting it at the head's cluster address (X1).
     head_argv, worker_argv = rank_argv(head, MP_HEAD), rank_argv(worker, MP_WORKER)
@@ -109,11 +115,7 @@ def test_a_stalled_headless_rank_is_found_and_every_rank_starts_again(sim_cluste
     on_host(worker, "docker", "exec", MP_WORKER, "pkill", "-STOP", "-f", "^VLLM::Worker")
     stalled = time.time()
 
-    def recovered():
-        last = watchdog_state(head).get("last_recovery") or {}
-        return last.get("started", 0) > stalled and last.get("result") == "serving" and last
-
-    recovery = wait_for("a recovery of the stalled rank that ends serving", recovered, 240)
+    recovery = recovery_since(head, stalled, "a recovery of the stalled rank that ends serving", 240)
     assert recovery["reason"] == "hang", recovery
     # Rank 0 first, then the worker's through the cluster SSH gate, each stopping on SIGTERM (H4).
     assert recovery["stopped"] == "stopped; %s: stopped" % worker, recovery
@@ -147,11 +149,7 @@ def test_after_a_power_cut_every_rank_starts_again_with_no_command(sim_cluster, 
     wait_for("the watchdog naming the node it waits for", lambda: waiting in watchdog_log(head), 120)
     subprocess.run(["docker", "start", worker], check=True, capture_output=True, timeout=120)
 
-    def recovered():
-        last = watchdog_state(head).get("last_recovery") or {}
-        return last.get("started", 0) > cut and last.get("result") == "serving" and last
-
-    recovery = wait_for("every rank serving again after the power cut", recovered, 300)
+    recovery = recovery_since(head, cut, "every rank serving again after the power cut", 300)
     assert recovery["reason"] == "down", recovery
     assert TINY_ANSWER.strip() in recovery["answer"], recovery
     assert serves_mp(cluster)
@@ -161,19 +159,15 @@ def test_after_a_power_cut_every_rank_starts_again_with_no_command(sim_cluster, 
 def test_the_cluster_switches_back_to_ray_by_the_clean_path(sim_cluster, run_playbook):
     cluster = sim_cluster
     head, worker = cluster.head, cluster.hosts[1]
-    leaks_before, started = leaks(cluster.hosts), {h: host_started(h) for h in cluster.hosts}
 
-    result = run_playbook(LAUNCH, cluster.inventory, timeout=1800, extravars=WATCHDOG_SETTINGS)
+    result = switch(cluster, run_playbook, WATCHDOG_SETTINGS)
 
-    assert_succeeded(result, cluster.hosts)
     # Rank 0 first, then the worker's headless rank, each on SIGTERM (H4, X3).
     assert engine_stops(result).get(MP_HEAD) == "stopped", engine_stops(result)
     assert engine_stops(result, RANK_STOP_TASK).get(worker) == "stopped", engine_stops(result, RANK_STOP_TASK)
     stops = [e["event_data"]["task"] for e in result.events if e.get("event") == "runner_on_ok"
              and e["event_data"].get("task") in (ENGINE_STOP_TASK, RANK_STOP_TASK)]
     assert stops.index(ENGINE_STOP_TASK) < stops.index(RANK_STOP_TASK), stops
-    assert leaks(cluster.hosts) == leaks_before
-    assert {h: host_started(h) for h in cluster.hosts} == started
     for host in cluster.hosts:
         assert not {MP_HEAD, MP_WORKER} & set(running(host)), (host, running(host))
     # The watchdog's way to the worker's rank is gone with the executor that needed it.

@@ -40,7 +40,7 @@ import pytest
 
 from .helpers import (HEAD, LAUNCH, PORT, SUMMARY_TASK, TINY_ANSWER, WATCHDOG_CONTAINER as CONTAINER,
                       WATCHDOG_DATA as DATA, WATCHDOG_SETTINGS as SETTINGS, WORKER, api_client, assert_succeeded, drift,
-                      drift_answers, findings, healthy, ok_results, on_host, wait_for, watchdog_log,
+                      drift_answers, findings, healthy, ok_results, on_host, recovery_since, wait_for, watchdog_log,
                       watchdog_state as state)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
@@ -88,11 +88,7 @@ def test_a_stalled_rank_is_found_by_its_deadline_and_the_cluster_answers_again(w
     stalled = time.time()
     assert healthy(head)  # /health still says 200: what a health check alone misses
 
-    def recovered():
-        last = state(head).get("last_recovery") or {}
-        return last.get("started", 0) > stalled and last.get("result") == "serving" and last
-
-    recovery = wait_for("a recovery of the stall that ends serving", recovered, 240)
+    recovery = recovery_since(head, stalled, "a recovery of the stall that ends serving", 240)
 
     # No token within the deadline (before the first, or mid-answer when the stall hit a probe).
     assert recovery["reason"] == "hang" and recovery["probe"]["error"] == "timeout", recovery
@@ -140,12 +136,8 @@ def test_after_a_power_cut_the_cluster_serves_again_with_no_command(watchdog, ru
 
     subprocess.run(["docker", "start", worker], check=True, capture_output=True, timeout=120)
 
-    def recovered():
-        last = state(head).get("last_recovery") or {}
-        return last.get("started", 0) > cut and last.get("result") == "serving" and last
-
     # Nothing from here on comes from the controller: the nodes' own Docker and the watchdog.
-    recovery = wait_for("the cluster serving again after the power cut", recovered, 300)
+    recovery = recovery_since(head, cut, "the cluster serving again after the power cut", 300)
     assert recovery["reason"] == "down", recovery
     assert TINY_ANSWER.strip() in recovery["answer"], recovery
     assert healthy(head)
@@ -269,11 +261,7 @@ def test_an_engine_killed_with_its_container_leaks_there_and_only_that_node_rebo
     on_host(worker, "kill", "-KILL", init)
     killed = time.time()
 
-    def recovered():
-        last = state(head).get("last_recovery") or {}
-        return last.get("started", 0) > killed and last.get("result") == "serving" and last
-
-    recovery = wait_for("the leaked worker rebooted and the cluster serving again", recovered, 360)
+    recovery = recovery_since(head, killed, "the leaked worker rebooted and the cluster serving again", 360)
     # The leak is found on the node that had it, from its exporter's reading after the engine
     # stopped; the head's reading is healthy.
     assert recovery["memory"][worker]["state"] == "leaked", recovery["memory"]
