@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gb10.serving.plugins.module_utils.profile import executor
+
 GIB = 1024.0 ** 3
 GB = 1000.0 ** 3
 
@@ -149,8 +151,7 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
     context_fits = int(kv_gib * GIB // per_token) if kv_gib > 0 else 0
     # Ray's object store is taken on every node only where Ray runs (vLLM's own multi-node
     # executor has none: issue 50, X2).
-    ray = profile['nodes'] > 1 and profile['engine_args'].get('distributed-executor-backend', 'ray') == 'ray'
-    object_store_gib = profile['ray']['object_store_memory_bytes'] / GIB if ray else 0.0
+    object_store_gib = profile['ray']['object_store_memory_bytes'] / GIB if executor(profile) == 'ray' else 0.0
     host_gib = profile['fit'].get('host_gib', FIELD_HOST_GIB)
     pool_gib = budget_gib if pool_gib is None else max(pool_gib, budget_gib)
     warm_available_gib = pool_gib * (1 - util) - object_store_gib - host_gib

@@ -329,8 +329,9 @@ def pipeline(profile):
 
 
 def executor(profile):
-    """The multi-node executor of a vLLM profile: 'ray' or 'mp' ('mp' on one node, where no rank leaves it)."""
-    return profile['engine_args'].get(EXECUTOR_ARG, 'mp') if profile['nodes'] > 1 else 'mp'
+    """The executor a vLLM profile's ranks run under, 'ray' or 'mp': what the deploy starts (the cluster
+    context reads the same argument with the same default)."""
+    return profile['engine_args'].get(EXECUTOR_ARG, 'ray')
 
 
 def choose_executor(profile, chosen, source):
