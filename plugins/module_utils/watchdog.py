@@ -85,6 +85,19 @@ def recent_recoveries(recoveries, now, window_s):
     return _started_within(recoveries, now, max(float(window_s), DAY_S))
 
 
+def state_for_launch(state, launch_id):
+    """The saved state as the watchdog of launch_id starts from. The budget bounds the restarts of one
+    launch: a state saved for another launch (the deploy changed the engine, its flags or its
+    executor: the operator's) starts serving with the whole budget; its history stays."""
+    state = dict(state)
+    if state.get("launch_id") not in (None, launch_id):
+        state.update(status=SERVING, recoveries=[], failures=0, pausing=False)
+    state.setdefault("status", SERVING)
+    state.setdefault("recoveries", [])
+    state.setdefault("failures", 0)
+    return state
+
+
 def incidents_to_prune(names, keep):
     """The incident folders (named by their UTC start, so they sort by time) beyond the newest keep."""
     names = sorted(names)

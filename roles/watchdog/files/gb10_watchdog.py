@@ -164,14 +164,7 @@ class Watchdog:
                 state = json.load(handle)
         except (OSError, ValueError):
             state = {}
-        # The budget bounds the restarts of one launch: another launch (the deploy changed the engine,
-        # its executor, its flags) is the operator's, and starts with the whole budget.
-        if state.get("launch_id") not in (None, self.config.get("launch_id")):
-            state.update(status=logic.SERVING, recoveries=[], failures=0, pausing=False)
-        state.setdefault("status", logic.SERVING)
-        state.setdefault("recoveries", [])
-        state.setdefault("failures", 0)
-        return state
+        return logic.state_for_launch(state, self.config.get("launch_id"))
 
     def save(self):
         state = dict(self.state, updated=round(time.time(), 3), launch_id=self.config.get("launch_id"))

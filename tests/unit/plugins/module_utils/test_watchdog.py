@@ -44,6 +44,16 @@ def test_the_budget_counts_only_recoveries_within_its_window():
     assert w.budget_left([now - 1], now, 0, 3600) == 0
 
 
+def test_another_launch_starts_with_the_whole_budget_and_the_same_launch_keeps_its_own():
+    spent = {"launch_id": "a", "status": w.OUT_OF_BUDGET, "recoveries": [1.0, 2.0], "failures": 3,
+             "recoveries_total": 5}
+    assert w.state_for_launch(spent, "a") == spent  # the same launch: spent stays spent
+    fresh = w.state_for_launch(spent, "b")  # e.g. the executor switched (issue 50)
+    assert (fresh["status"], fresh["recoveries"], fresh["failures"]) == (w.SERVING, [], 0)
+    assert fresh["recoveries_total"] == 5 and spent["recoveries"] == [1.0, 2.0]
+    assert w.state_for_launch({}, "a") == {"status": w.SERVING, "recoveries": [], "failures": 0}
+
+
 def test_the_day_bounds_the_budget_whatever_each_recovery_lasts():
     now = 100000.0
     # Four recoveries two hours apart: the hourly window has room, the day's bound of 4 has none.
