@@ -11,8 +11,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gb10.serving.plugins.module_utils.profile import executor
-
 GIB = 1024.0 ** 3
 GB = 1000.0 ** 3
 
@@ -149,9 +147,11 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
     kv_gib = engine_gib - weights_gib - overhead_gib
     per_token = kv_bytes_per_token_per_node(shape, tp, dtype_bytes, pp)
     context_fits = int(kv_gib * GIB // per_token) if kv_gib > 0 else 0
-    # Ray's object store is taken on every node only where Ray runs (vLLM's own multi-node
-    # executor has none: issue 50, X2).
-    object_store_gib = profile['ray']['object_store_memory_bytes'] / GIB if executor(profile) == 'ray' else 0.0
+    # Ray's object store, counted whichever executor runs (issue 50): vLLM's own multi-node executor
+    # starts none, but the oom guard host prep sizes from this figure (H10) must not depend on the
+    # executor, or a switch by the launch step alone would leave the guard set for the other one.
+    # With mp that is 1-2 GiB of headroom the fit keeps in reserve.
+    object_store_gib = profile['ray']['object_store_memory_bytes'] / GIB
     host_gib = profile['fit'].get('host_gib', FIELD_HOST_GIB)
     pool_gib = budget_gib if pool_gib is None else max(pool_gib, budget_gib)
     warm_available_gib = pool_gib * (1 - util) - object_store_gib - host_gib

@@ -328,12 +328,6 @@ def pipeline(profile):
     return profile.get('pipeline_parallel_size', 1)
 
 
-def executor(profile):
-    """The executor a vLLM profile's ranks run under, 'ray' or 'mp': what the deploy starts (the cluster
-    context reads the same argument with the same default)."""
-    return profile['engine_args'].get(EXECUTOR_ARG, 'ray')
-
-
 def choose_executor(profile, chosen, source):
     """The profile with its executor replaced by the cluster's choice (gb10_executor), the reason with it."""
     _need(chosen in EXECUTORS, source, 'executor (gb10_executor)',
