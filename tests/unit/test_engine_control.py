@@ -77,6 +77,9 @@ def test_status_of_a_serving_engine_and_of_none(tmp_path, engine, health_url):
     assert rc == 0 and json.loads(out) == {'alive': True, 'healthy': True, 'id': 'abc123', 'pid': str(engine.pid)}
     rc, out = control('status', tmp_path, unused_url())
     assert json.loads(out)['healthy'] is False and json.loads(out)['alive'] is True
+    # A headless rank of the mp executor has no API: without a URL it is read alive, never healthy.
+    rc, out = control('status', tmp_path)
+    assert rc == 0 and json.loads(out) == {'alive': True, 'healthy': False, 'id': 'abc123', 'pid': str(engine.pid)}
     empty = tmp_path / 'none'
     empty.mkdir()
     assert json.loads(control('status', empty, health_url)[1]) == {'alive': False, 'healthy': False, 'id': '', 'pid': ''}

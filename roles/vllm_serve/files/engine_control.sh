@@ -2,7 +2,8 @@
 # role's tasks (probe.yml: status; engine.yml: wait-ready; stop.yml: stop) and by the watchdog
 # (wait-ready, stop), which gets it with the engine's descriptor. The engine is the process whose
 # pid its launch script wrote to the state folder (its first act), serving at the loopback URL.
-#   status     DIR URL                       one JSON line: alive, healthy, id (the launch it runs), pid
+#   status     DIR [URL]                     one JSON line: alive, healthy, id (the launch it runs), pid;
+#                                            without URL (a headless rank: no API) healthy is false
 #   wait-ready DIR URL SECONDS PLACEMENT_S   until /health answers (exit 0), the engine dies (3), Ray
 #                                            has not given it its GPUs for PLACEMENT_S (4, R5) or
 #                                            SECONDS pass (1); prints what it saw last
@@ -19,7 +20,7 @@ healthy() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.a
 case "$cmd" in
   status)
     pid=$(engine_pid) a=false h=false
-    if [ -n "$pid" ] && alive "$pid"; then a=true; healthy "$3" && h=true; fi
+    if [ -n "$pid" ] && alive "$pid"; then a=true; [ -n "${3:-}" ] && healthy "$3" && h=true; fi
     id=$(sed -n 's/^# gb10-engine-id: //p' "$d/running.sh" 2>/dev/null)
     printf '{"alive": %s, "healthy": %s, "id": "%s", "pid": "%s"}\n' "$a" "$h" "$id" "$pid" ;;
   wait-ready)
