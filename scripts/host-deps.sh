@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs and starts what the test suite and the simulated cluster need on the controller
-# machine (Debian/Ubuntu): the Docker engine, debootstrap for the local base image, rsync, and
+# machine (Debian/Ubuntu): the Docker engine, debootstrap for the local base image, rsync, gcc, and
 # Prometheus (the e2e suite scrapes the simulated cluster with a real one, rule O6).
 # Idempotent: does nothing that is already in place. Needs root (CI runs as root).
 set -euo pipefail
@@ -10,6 +10,8 @@ command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v rsync >/dev/null 2>&1 || need+=(rsync)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
+# The tests of role serving_image build stand-in NCCL libraries (tests/sim/images/serving/libnccl_standin.c).
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
 if [ ${#need[@]} -gt 0 ]; then
   echo "host-deps: installing ${need[*]}"
   apt-get update -qq

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
+import json
 import re
 
 GATE = '/usr/local/sbin/gb10-cluster-ssh-gate'
@@ -219,3 +220,126 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
             compression, by_host[src]['zstd'], [by_host[h]['docker_version'] for h in result['targets']])
     result['changed'] = not problems and (result['pull'] or result['build'] or bool(result['targets']))
     return result
+
+
+# ---- What the image will run (role serving_image's probe, files/image_probe.py; rules R1, N7) ----
+
+IMAGE_PROBE_PREFIX = 'GB10_IMAGE_PROBE '
+# Ray's token authentication (RAY_AUTH_MODE=token, rule A3) came with Ray 2.52.
+RAY_AUTH_MIN = (2, 52, 0)
+# The oldest NCCL each transport's env file works with (N7). roce_ring sets per-connection GIDs
+# (NCCL_IB_ADDR_FAMILY/ADDR_RANGE, NCCL_IB_SUBNET_AWARE_ROUTING, NCCL_IB_MERGE_NICS=0: rule N6),
+# which the field's switchless 3-node clusters needed NCCL 2.30 for (the M3 fork image's 2.29.7
+# did not take them); roce and socket run on every NCCL the profiles' images carry.
+NCCL_MIN = {'roce_ring': (2, 30, 0)}
+
+
+def nccl_version(code):
+    """(major, minor, patch) of NCCL_VERSION_CODE as ncclGetVersion() returns it: X*10000+Y*100+Z
+    from NCCL 2.9 on, X*1000+Y*100+Z before (nccl.h's NCCL_VERSION macro)."""
+    code = int(code)
+    if code >= 10000:
+        return code // 10000, code % 10000 // 100, code % 100
+    return code // 1000, code % 1000 // 100, code % 100
+
+
+def version_text(version):
+    return '.'.join(str(part) for part in version)
+
+
+def _release(text):
+    """(2, 60, 0) of '2.60.0', '2.52.0rc1', '2.9'; None when it does not start with a number."""
+    found = re.match(r'^(\d+)(?:\.(\d+))?(?:\.(\d+))?', (text or '').strip())
+    if not found:
+        return None
+    return tuple(int(part or 0) for part in found.groups())
+
+
+def parse_image_probe(output):
+    """The probe's result from the container's output (the last line with the prefix), or None:
+    the engine's imports may print their own lines before it."""
+    for line in reversed((output or '').splitlines()):
+        if line.startswith(IMAGE_PROBE_PREFIX):
+            try:
+                return json.loads(line[len(IMAGE_PROBE_PREFIX):])
+            except ValueError:
+                return None
+    return None
+
+
+def _nccl_line(entry):
+    version = entry.get('version')
+    shown = version_text(nccl_version(version)) if version else 'of unknown version'
+    return 'NCCL %s (%s, %s)' % (shown, entry.get('path') or entry.get('name'), entry.get('kind', 'system'))
+
+
+def image_report(probe):
+    """One line for the summary: Ray, the NCCL the engine loads, the other NCCLs in the image."""
+    if not probe:
+        return 'not asked'
+    ray = probe.get('ray') or {}
+    nccl = probe.get('nccl') or {}
+    parts = ['Ray %s' % ray['version'] if ray.get('version') else 'no Ray']
+    if nccl.get('error') or not nccl.get('version'):
+        parts.append('no NCCL loads (%s)' % (nccl.get('error') or 'ncclGetVersion failed'))
+    else:
+        parts.append('the engine loads ' + _nccl_line(nccl))
+    for other in probe.get('nccl_other') or []:
+        parts.append('the image also holds ' + _nccl_line(other))
+    return '; '.join(parts)
+
+
+def image_refusals(probe, image, host, status=None, output='', need_ray=True, ray_auth=True,
+                   transport='roce'):
+    """What makes the image unfit to serve, one sentence each with the image, the finding and the
+    fix; empty when it is fit. probe: parse_image_probe()'s result (None when the probe did not
+    print one); status and output: the container's exit status and output, for the message."""
+    head = 'host %s: image %s' % (host, image)
+    copied = 'Nothing was copied.'
+    if not probe:
+        return ['%s could not be asked what it runs (python3 -c on the probe, exit status %s: %s). A serving '
+                'image runs Python (vLLM, and Ray for the Ray executor). %s Fix: name a serving image in '
+                "the profile's image, or set serving_image_check: false for an image that serves nothing."
+                % (head, status if status is not None else 'none', (output or '').strip()[-400:] or 'no output', copied)]
+    problems = []
+    ray = probe.get('ray') or {}
+    if need_ray and not ray.get('version'):
+        problems.append(
+            '%s cannot import ray (%s). The Ray head and workers run `ray start` in it (R1), and recent NGC vLLM '
+            'images no longer ship Ray. %s Fix: build an image from it with Ray added (a recipe for '
+            'serving_image_build_recipe whose Dockerfile runs pip install "ray[default]" at the version its vLLM '
+            "supports), name that image in the profile's image, or run the profile with "
+            'distributed-executor-backend: mp (no Ray).' % (head, ray.get('error') or 'no version', copied))
+    elif need_ray and ray_auth and (_release(ray['version']) or (0,)) < RAY_AUTH_MIN:
+        problems.append(
+            '%s has Ray %s, which ignores RAY_AUTH_MODE=token (token authentication came with Ray 2.52): its '
+            'cluster would take jobs from any process that reaches it. %s Fix: an image with Ray 2.52 or later '
+            '(serving_image_build_recipe: pip install "ray[default]>=2.52"), or gb10_ray_auth: false to run this '
+            'one without a token, knowingly.' % (head, ray['version'], copied))
+    nccl = probe.get('nccl') or {}
+    if nccl.get('error') or not nccl.get('version'):
+        problems.append(
+            '%s loads no NCCL: %s (the name %s, as %s answers) %s. The engine splits the model across the nodes '
+            'over NCCL (N7). %s Fix: an image whose torch is a CUDA build (it brings pip\'s nvidia-nccl-cuXX) or '
+            'that has the system libnccl2.'
+            % (head, 'loading' if nccl.get('error') else 'ncclGetVersion of', nccl.get('name'), nccl.get('asked'),
+               'fails: ' + nccl['error'] if nccl.get('error') else 'fails', copied))
+    else:
+        floor = NCCL_MIN.get(transport)
+        have = nccl_version(nccl['version'])
+        if floor and have < floor:
+            problems.append(
+                '%s loads %s at runtime, and gb10_nccl_transport=%s needs NCCL %s or later: the switchless ring\'s '
+                'per-connection GIDs (NCCL_IB_ADDR_RANGE, NCCL_IB_SUBNET_AWARE_ROUTING, NCCL_IB_MERGE_NICS=0; N6, '
+                'N7) need it. %s Fix: an image with NCCL %s or later (a recipe for serving_image_build_recipe that '
+                'runs pip install "nvidia-nccl-cu13>=%s"), or a transport this NCCL runs.'
+                % (head, _nccl_line(nccl), transport, version_text(floor[:2]), copied, version_text(floor[:2]),
+                   version_text(floor[:2])))
+    for conf in probe.get('nccl_conf') or []:
+        problems.append(
+            '%s carries NCCL configuration file %s (%s). NCCL reads it beside the environment, so it sets what the '
+            "cluster's env file (N1-N4) leaves unset, on every node and unseen by drift (N7). %s Fix: build the "
+            'image without it (RUN rm -f %s in a recipe for serving_image_build_recipe) and set what it needs in '
+            "the nccl_env role's variables."
+            % (head, conf.get('path'), '; '.join(conf.get('settings') or []) or 'empty', copied, conf.get('path')))
+    return problems

@@ -238,9 +238,35 @@ def run(args):
     if tcp is not None:
         result['tcp'] = tcp
     if args.backend == 'nccl':
-        version = torch.cuda.nccl.version()
-        result['nccl'] = '.'.join(str(part) for part in version) if isinstance(version, tuple) else str(version)
+        result['nccl'], result['nccl_library'] = nccl_runtime()
     return result
+
+
+def nccl_runtime():
+    """(version, file) of the NCCL this process runs, asked of the library itself: the libnccl its
+    all-reduce mapped (/proc/self/maps) and that library's ncclGetVersion() (rule N7). Not
+    torch.cuda.nccl.version(), the version torch was built against: the image may load another
+    one (pip's nvidia-nccl-cuXX or the system's). Role serving_image's files/image_probe.py reads it
+    the same way; tests/unit compares the two."""
+    import ctypes
+    import os
+
+    path = None
+    with open('/proc/self/maps') as maps:
+        for line in maps:
+            fields = line.split(None, 5)
+            if len(fields) == 6 and 'libnccl' in os.path.basename(fields[5].strip()):
+                path = os.path.realpath(fields[5].strip())
+                break
+    if path is None:
+        return None, None
+    code = ctypes.c_int(0)
+    if ctypes.CDLL(path).ncclGetVersion(ctypes.byref(code)) != 0:
+        return None, path
+    code = code.value
+    major, minor, patch = (code // 10000, code % 10000 // 100, code % 100) if code >= 10000 else \
+        (code // 1000, code % 1000 // 100, code % 100)
+    return '%d.%d.%d' % (major, minor, patch), path
 
 
 def main(argv=None):
