@@ -7,9 +7,13 @@ once, every role depending on the cluster role, every play importing it where it
 name.
 """
 import glob
+import json
 import os
 import re
+import subprocess
+import sys
 
+import pytest
 import yaml
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -141,3 +145,33 @@ def test_every_path_a_role_configures_on_a_node_is_read_by_the_converged_check()
                 continue
             unread.append('%s=%s' % (name, value))
     assert unread == [], 'add the path to the converged read, or to RUNTIME_STATE with why it changes at run time'
+
+
+@pytest.mark.rule("N6")
+def test_the_head_reaches_a_mesh_node_with_its_cluster_key_at_the_nodes_link_address(tmp_path):
+    # The watchdog's reboot-if-leaked and engine-rank go from the head through the cluster key; on a
+    # mesh, gb10_cluster_ip is the coordination port, which the SSH trust does not cover (issue 49):
+    # the shipped example inventories, rendered by ansible itself with the cluster role's defaults.
+    play = tmp_path / 'play.yml'
+    play.write_text(yaml.safe_dump([{
+        'hosts': 'gb10_cluster', 'gather_facts': False, 'connection': 'local',
+        'vars_files': [os.path.join(CLUSTER, 'defaults', 'main.yml')],
+        'tasks': [{'ansible.builtin.debug': {'msg': 'KEY {{ gb10_cluster_key_addresses | to_json }}'},
+                   'run_once': True}]}]))
+    found = {}
+    for inventory in ('sparks3.ini', 'sparks.ini'):
+        proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'),
+                               '-i', os.path.join(TOP, 'inventory', inventory), str(play)],
+                              cwd=TOP, capture_output=True, text=True, timeout=120, check=False,
+                              env=dict(os.environ, ANSIBLE_NOCOLOR='1', ANSIBLE_STDOUT_CALLBACK='default',
+                                       ANSIBLE_COLLECTIONS_PATH=os.path.join(TOP, '.collections')))
+        line = next((line for line in proc.stdout.splitlines() if 'KEY {' in line), None)
+        assert line, proc.stdout + proc.stderr
+        found[inventory] = json.loads(line.split('KEY ', 1)[1].rstrip("'\""))
+    # sparks3.yml cables port 0 of each node to port 1 of the next: spark2 reaches spark1 on
+    # 192.168.101.0/24, spark3 on 192.168.103.0/24; the head itself stays at its own address.
+    assert found['sparks3.ini'] == {'spark1': '10.10.0.1', 'spark2': '192.168.101.2', 'spark3': '192.168.103.3'}
+    # a pair: every node at its gb10_cluster_ip
+    with open(os.path.join(TOP, 'inventory', 'sparks.ini')) as handle:
+        ips = dict(re.findall(r'^(\S+) .*gb10_cluster_ip=(\S+)', handle.read(), re.M))
+    assert found['sparks.ini'] == ips, (found, ips)

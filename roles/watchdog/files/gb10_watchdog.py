@@ -414,7 +414,9 @@ class Watchdog:
         head = self.config["head"]
         asked = {}
         for name in sorted(leaked, key=lambda n: (n == head, n)):
-            address = self.config["nodes"][name]
+            # Where the head's cluster key reaches it: in a mesh its link address, not the
+            # coordination address of "nodes" that the SSH trust does not cover (issue 49).
+            address = (self.config.get("key_addresses") or {}).get(name) or self.config["nodes"][name]
             if name == head:
                 record["result"] = "rebooting the head (%s), leaked; the next recovery goes on after its boot" % name
                 record["rebooted"] = asked
@@ -474,13 +476,13 @@ class Watchdog:
                                  timeout=timeout)
 
     def ranks_answering(self):
-        """mp: the cluster-link addresses of the nodes whose serving container answers (the head's
-        when its container runs, the others' through their engine-rank status); None while the
-        head's container is not up."""
+        """mp: the cluster addresses (as "nodes" has them) of the nodes whose serving container
+        answers (the head's when its container runs, the others' through their engine-rank status);
+        None while the head's container is not up."""
         if not container_running(self.config["container"]):
             return None
         head = self.config["head"]
-        return [self.config["nodes"][head]] + [address for name, address in sorted(self.config["ranks"].items())
+        return [self.config["nodes"][head]] + [self.config["nodes"][name] for name in sorted(self.config["ranks"])
                                                if self.rank(name, "status", timeout=60)[0] == 0]
 
     def ranks_gone(self):
