@@ -284,8 +284,13 @@ def image_report(probe):
         parts.append('no NCCL loads (%s)' % (nccl.get('error') or 'ncclGetVersion failed'))
     else:
         parts.append('the engine loads ' + _nccl_line(nccl))
-    for other in probe.get('nccl_other') or []:
+    others = probe.get('nccl_other') or []
+    for other in others:
         parts.append('the image also holds ' + _nccl_line(other))
+    if any(other.get('kind') != nccl.get('kind') for other in others) and nccl.get('kind') == 'pip':
+        # Reported, not refused (N7): both are NCCL releases, and the field's hang is one report.
+        parts.append("pip's NCCL beside a system one: an M2.7 TP=2 hang in the field went away only with the "
+                     'system library alone (vllm-project/vllm issues 41725, 42354)')
     return '; '.join(parts)
 
 

@@ -23,6 +23,7 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROBE = os.path.join(TOP, "roles", "serving_image", "files", "image_probe.py")
 LINK_PROBE = os.path.join(TOP, "roles", "link_check", "files", "allreduce_probe.py")
 STANDIN = os.path.join(TOP, "tests", "sim", "images", "serving", "libnccl_standin.c")
+FIXTURES = os.path.join(TOP, "tests", "fixtures", "nccl")
 
 
 def standin(directory, code):
@@ -154,3 +155,28 @@ def test_the_probe_line_is_found_after_the_engines_own_output():
     line = si.IMAGE_PROBE_PREFIX + json.dumps(probe_result())
     assert si.parse_image_probe("INFO vllm: Found nccl from library libnccl.so.2\n" + line + "\n") == probe_result()
     assert si.parse_image_probe("no probe here") is None
+
+
+def test_a_real_cuda_machine_with_pips_nccl_and_a_systems_one_is_read_as_it_is():
+    # Captured on the device machine (tests/fixtures/nccl/README.md): torch 2.11.0+cu130 loads pip's
+    # nvidia-nccl-cu13 2.28.9; a system libnccl 2.28.3 sits beside it. The probe named the one the
+    # engine loads by its runtime version and file, and the other by its own.
+    with open(os.path.join(FIXTURES, "device_h200_image_probe.log")) as handle:
+        probe = si.parse_image_probe(handle.read())
+    assert probe["nccl"]["version"] == 22809 and probe["nccl"]["kind"] == "pip", probe
+    assert probe["nccl"]["path"].endswith("/site-packages/nvidia/nccl/lib/libnccl.so.2"), probe
+    assert [(o["kind"], o["version"]) for o in probe["nccl_other"]] == [("system", 22803)], probe
+    report = si.image_report(probe)
+    assert "the engine loads NCCL 2.28.9 (" in report and "the image also holds NCCL 2.28.3 (" in report, report
+    assert "went away only with the system library alone" in report, report
+    # Without Ray (a torch machine): refused where the executor is Ray, fit for mp on a pair.
+    assert si.image_refusals(probe, "device", "h200", need_ray=False) == []
+    assert si.image_refusals(probe, "device", "h200", need_ray=False, transport="roce_ring")[0].startswith(
+        "host h200: image device loads NCCL 2.28.9 (")
+
+
+def test_the_link_probe_on_a_real_cuda_machine_reports_the_runtime_nccl_and_its_file():
+    with open(os.path.join(FIXTURES, "device_h200_link_probe_nccl_runtime.log")) as handle:
+        line = next(line for line in handle if line.startswith("GB10_LINK_PROBE "))
+    result = json.loads(line[len("GB10_LINK_PROBE "):])
+    assert result["nccl"] == "2.28.9" and result["nccl_library"].endswith("/nvidia/nccl/lib/libnccl.so.2"), result
