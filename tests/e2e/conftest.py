@@ -15,7 +15,8 @@ Fixtures
 
 The cluster is made fresh (host containers recreated, their engines emptied) the first time in
 the session that a module asks for it; when a later module asks for another size, hosts are added
-(fresh) or removed and the others are left as they are. The volumes that cache the serving image
+(fresh) or removed and the others are left as they are, but for a change of cabling: the 3-host
+cluster is a mesh, the 2-host one a pair, so each host is made again on the way to 3 hosts. The volumes that cache the serving image
 in each host's engine are kept. At the end of the session the host containers are removed
 (GB10_SIM_KEEP=1 leaves them up to look at, GB10_SIM_REUSE=1 starts the next session from them;
 `scripts/sim.sh down` removes everything).
@@ -168,6 +169,8 @@ class SimCluster:
         # The cable's second half (cluster_link's pair mode): its port and each host's address on it.
         self.twin_port = state["twin_port"]
         self.twin_ips = {h["name"]: h["twin_ip"] for h in state["hosts"]}
+        # Every link port of each host with the address the inventory gives it (the mesh's four).
+        self.links = {h["name"]: h.get("links", []) for h in state["hosts"]}
         self.head = self.hosts[0]
         self.inventory = state["inventory"]
         self.image_name = state["image_name"]
@@ -215,8 +218,8 @@ def sim_cluster(sim_manager):
 
 @pytest.fixture(scope="module")
 def sim_cluster3(sim_manager):
-    """The simulated 3-Spark cluster (inventory/sim3.ini), for TP=3: the third host is added fresh
-    to the 2-host cluster the modules before used."""
+    """The simulated 3-Spark cluster (inventory/sim3.ini), for TP=3: a mesh, so the hosts the modules
+    before used are made again with its cabling, the third one added (tests/sim/cluster.py)."""
     return sim_manager.ensure(3)
 
 

@@ -137,16 +137,16 @@ def test_the_deploy_copied_the_serving_image_over_the_link(sim_cluster, deployed
 def test_the_image_step_read_the_nccl_the_engine_loads(sim_cluster, deployed):
     # The image step asked the serving image on the head, before the copy, which NCCL the engine
     # loads: the simulated image carries the fixture kit's stand-in as its system libnccl.so.2
-    # (NCCL 2.28.9; vLLM's CPU build has none), and its runtime version and file are read from the
+    # (NCCL 2.31.2, as a GB10 vLLM image ran it; vLLM's CPU build has none), and its runtime version and file are read from the
     # library itself (ncclGetVersion, /proc/self/maps), not from a constant of the build.
     head = sim_cluster.hosts[0]
     verdict = deployed.results_by_host(task="Judge the image from its answers")[head]["ansible_facts"]["serving_image_verdict"]
     nccl = verdict["probe"]["nccl"]
-    assert nccl["version"] == 22809 and nccl["kind"] == "system", verdict
+    assert nccl["version"] == 23102 and nccl["kind"] == "system", verdict
     assert re.match(r"^/usr/lib/[a-z0-9_]+-linux-gnu/libnccl\.so\.2$", nccl["path"]), verdict
     assert verdict["refusals"] == [] and verdict["probe"]["nccl_conf"] == [], verdict
     summary = deployed.results_by_host(task=IMAGE_SUMMARY_TASK)[head]["msg"]
-    assert any(line.startswith("what the image runs (asked on %s): Ray 2.60.0; the engine loads NCCL 2.28.9 (" % head)
+    assert any(line.startswith("what the image runs (asked on %s): Ray 2.60.0; the engine loads NCCL 2.31.2 (" % head)
                for line in summary), summary
 
 

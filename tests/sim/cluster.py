@@ -75,6 +75,25 @@ TWIN_SUBNET = "172.30.212.0/24"
 TWIN_PORT = "enP2p1s0f1np1"
 # The CX7 link runs at MTU 9000 (role cluster_link's default): the cable must carry it.
 LINK_MTU = "9000"
+# The 3-Spark cluster is a mesh, cabled as NVIDIA's and the community's three-Spark guides cable it
+# (issue 49): no switch, port 0 of each node to port 1 of the next, each cable's two twins on a
+# network of their own (a subnet per cable half, rule N6, role cluster_link mode mesh); the nodes
+# coordinate (Ray, Gloo, rank 0's address) over the 10 GbE RJ-45 port enP7s7 on a LAN of its own,
+# as seed 004's cluster did, while NCCL's data takes the CX7 mesh. inventory/group_vars/
+# gb10_sim3.yml gives each port the address Docker reserved for it here.
+PORT0, PORT0_TWIN = "enp1s0f0np0", "enP2p1s0f0np0"
+COORD_NETWORK = "gb10-sim-coord"
+COORD_SUBNET = "172.30.217.0/24"
+COORD_PORT = "enP7s7"
+# (network, subnet, (host index, port), (host index, port)): one per cable half.
+MESH_CABLES = (
+    ("gb10-sim-mesh12", "172.30.221.0/24", (0, PORT0), (1, LINK_PORT)),
+    ("gb10-sim-mesh12b", "172.30.222.0/24", (0, PORT0_TWIN), (1, TWIN_PORT)),
+    ("gb10-sim-mesh23", "172.30.223.0/24", (1, PORT0), (2, LINK_PORT)),
+    ("gb10-sim-mesh23b", "172.30.224.0/24", (1, PORT0_TWIN), (2, TWIN_PORT)),
+    ("gb10-sim-mesh31", "172.30.225.0/24", (2, PORT0), (0, LINK_PORT)),
+    ("gb10-sim-mesh31b", "172.30.226.0/24", (2, PORT0_TWIN), (0, TWIN_PORT)),
+)
 # (name, management address, cluster address, twin address)
 HOSTS = (
     ("gb10-sim-spark1", "172.30.210.11", "172.30.211.11", "172.30.212.11"),
@@ -102,6 +121,31 @@ DEFAULT_MODEL_PATH = "/models/gb10-sim-tiny-llama"
 
 SSH_WAIT_S = 60
 DOCKERD_WAIT_S = 120
+
+
+def coord_address(ip):
+    """A mesh host's address on the coordination LAN: the host part of its management address."""
+    return "%s.%s" % (COORD_SUBNET.rsplit(".", 1)[0], ip.rsplit(".", 1)[1])
+
+
+def _link_networks(mesh):
+    """(name, subnet) of the internal networks of a layout: the pair's cable halves, or the mesh's
+    six and its coordination LAN."""
+    if mesh:
+        return [(COORD_NETWORK, COORD_SUBNET)] + [(name, subnet) for name, subnet, _, _ in MESH_CABLES]
+    return [(LINK_NETWORK, LINK_SUBNET), (TWIN_NETWORK, TWIN_SUBNET)]
+
+
+def host_links(name, mesh):
+    """(network, subnet, port, address) of each link port of host name: the pair's cable (the
+    addresses HOSTS gives), or its four mesh ports, each at its host part in its cable half's subnet."""
+    index = [host[0] for host in HOSTS].index(name)
+    if not mesh:
+        _, _, cluster_ip, twin_ip = HOSTS[index]
+        return [(LINK_NETWORK, LINK_SUBNET, LINK_PORT, cluster_ip), (TWIN_NETWORK, TWIN_SUBNET, TWIN_PORT, twin_ip)]
+    part = HOSTS[index][1].rsplit(".", 1)[1]
+    return [(network, subnet, end[1], "%s.%s" % (subnet.split("/")[0].rsplit(".", 1)[0], part))
+            for network, subnet, a, b in MESH_CABLES for end in (a, b) if end[0] == index]
 
 
 def ipv6_of(ip):
@@ -193,9 +237,9 @@ class Cluster:
                            "machine overlaps it; remove that one or change the subnets and HOSTS in %s "
                            "and the addresses in inventory/sim*.ini" % (name, subnet, e.explanation, __file__))
 
-    def _networks(self):
+    def _networks(self, mesh=False):
         self._network(NETWORK, SUBNET, GATEWAY, subnet6=SUBNET6)
-        for name, subnet in ((LINK_NETWORK, LINK_SUBNET), (TWIN_NETWORK, TWIN_SUBNET)):
+        for name, subnet in _link_networks(mesh):
             net = self._network(name, subnet, internal=True, options={"com.docker.network.driver.mtu": LINK_MTU})
             # The controller's view (issue 26): an operator's machine reaches the Sparks over the
             # management network only, never the direct cable between them. Docker gives the
@@ -215,7 +259,7 @@ class Cluster:
         with open(KEY + ".pub") as f:
             return f.read()
 
-    def _create_host(self, name, ip, cluster_ip, twin_ip, image, pubkey):
+    def _create_host(self, name, ip, cluster_ip, twin_ip, image, pubkey, mesh=False):
         volume = "%s-docker" % name
         try:
             self.docker.volumes.get(volume)
@@ -237,16 +281,24 @@ class Cluster:
             # The fixture kit's gb10-sim-reboot ends PID 1; Docker starts the host again (a reboot).
             restart_policy={"Name": "always"},
         )
+        # (network, subnet, port, address): the host's link ports, which its init strips of their
+        # address and gives their CX7 names; on the mesh also its coordination port (named, kept).
+        links = host_links(name, mesh)
+        environment = {"GB10_SIM_LINK_PORTS": " ".join("%s=%s" % (subnet, port) for _, subnet, port, _ in links)}
+        if mesh:
+            environment["GB10_SIM_NAMED_PORTS"] = "%s=%s" % (COORD_SUBNET, COORD_PORT)
         cid = self.docker.api.create_container(
-            image, name=name, hostname=name, labels=labels(**{"gb10.sim.host": name}),
+            image, name=name, hostname=name,
+            labels=labels(**{"gb10.sim.host": name, "gb10.sim.layout": "mesh" if mesh else "pair"}),
             host_config=host_config,
-            # The host's init strips each link port of its address and gives it its CX7 name.
-            environment={"GB10_SIM_LINK_PORTS": "%s=%s %s=%s" % (LINK_SUBNET, LINK_PORT, TWIN_SUBNET, TWIN_PORT)},
+            environment=environment,
             networking_config=self.docker.api.create_networking_config({NETWORK: endpoint}),
         )["Id"]
-        # The API connects one network at creation; the link's endpoint keeps its reserved address.
-        self.docker.api.connect_container_to_network(cid, LINK_NETWORK, ipv4_address=cluster_ip)
-        self.docker.api.connect_container_to_network(cid, TWIN_NETWORK, ipv4_address=twin_ip)
+        # The API connects one network at creation; each link's endpoint keeps its reserved address.
+        if mesh:
+            self.docker.api.connect_container_to_network(cid, COORD_NETWORK, ipv4_address=cluster_ip)
+        for network, _, _, address in links:
+            self.docker.api.connect_container_to_network(cid, network, ipv4_address=address)
         self.docker.api.start(cid)
         container = self.docker.containers.get(cid)
         # The base image allows root login with a key only; this is the controller's key.
@@ -369,10 +421,11 @@ class Cluster:
         if count not in (2, 3):
             raise SimError("the simulated cluster has 2 or 3 hosts, not %r" % count)
         t0 = time.monotonic()
+        mesh = count == 3
         host_image, serving_image, model_dir = self.build_images()
         image_name, model_path = overlay_targets()
         pubkey = self._ssh_key()
-        self._networks()
+        self._networks(mesh)
         existing = {c.name: c for c in self._containers()}
         wanted = {host[0] for host in HOSTS[:count]}
         for name, c in existing.items():
@@ -380,18 +433,25 @@ class Cluster:
                 log("removing %s (not part of a %d-host cluster)" % (name, count))
                 c.remove(force=True, v=False)
         hosts, made = [], []
+        layout = "mesh" if mesh else "pair"
         for name, ip, cluster_ip, twin_ip in HOSTS[:count]:
+            if mesh:
+                cluster_ip, twin_ip = coord_address(ip), None
             c = existing.get(name)
+            # A host cabled otherwise (the pair's cable to the mesh's three) is made again: its
+            # ports are named at its start, as a Spark's are at boot.
             if c is not None and (fresh or c.image.id != self.docker.images.get(host_image).id
-                                  or c.status != "running"):
+                                  or c.status != "running" or c.labels.get("gb10.sim.layout", "pair") != layout):
                 c.remove(force=True, v=False)
                 c = None
             created = c is None
             if created:
-                log("creating %s at %s" % (name, ip))
-                c = self._create_host(name, ip, cluster_ip, twin_ip, host_image, pubkey)
+                log("creating %s at %s (%s)" % (name, ip, layout))
+                c = self._create_host(name, ip, cluster_ip, twin_ip, host_image, pubkey, mesh)
             made.append((c, ip, created))
-            hosts.append({"name": name, "ip": ip, "ip6": ipv6_of(ip), "cluster_ip": cluster_ip, "twin_ip": twin_ip})
+            hosts.append({"name": name, "ip": ip, "ip6": ipv6_of(ip), "cluster_ip": cluster_ip, "twin_ip": twin_ip,
+                          "links": [{"port": port, "address": address, "network": network}
+                                    for network, _, port, address in host_links(name, mesh)]})
         # Each host's engine is filled at the same time as the others' (issue 29): on a machine that
         # never ran the simulation, the head's image and the second host's earlier build, two loads
         # of 3.5 GB, took 95 + 76 s one after the other and take about 107 s together.
@@ -403,6 +463,7 @@ class Cluster:
         self._write_rdma_limits(self.docker.containers.get(HOSTS[0][0]))
         state = {
             "hosts": hosts,
+            "layout": layout,
             "network": NETWORK,
             "subnet": SUBNET,
             "subnet6": SUBNET6,
@@ -455,7 +516,7 @@ class Cluster:
         for net in self.docker.networks.list(filters={"label": "%s=%s" % (LABEL, LABEL_VALUE)}):
             log("removing network %s" % net.name)
             net.remove()
-        for subnet in (LINK_SUBNET, TWIN_SUBNET):
+        for _, subnet in _link_networks(True) + _link_networks(False):
             subprocess.run(["ip", "route", "del", "unreachable", subnet], check=False,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not keep_cache:

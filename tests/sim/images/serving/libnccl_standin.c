@@ -6,15 +6,16 @@
  * collection makes of the library the engine loads, ncclGetVersion() (rule N7), with the
  * NCCL_VERSION_CODE it was built with, as nccl.h encodes it from NCCL 2.9 on (X*10000 + Y*100 + Z):
  *
- *     cc -shared -fPIC -Wl,-soname,libnccl.so.2 -DGB10_NCCL_VERSION_CODE=22809 \
+ *     cc -shared -fPIC -Wl,-soname,libnccl.so.2 -DGB10_NCCL_VERSION_CODE=23102 \
  *         -o libnccl.so.2 libnccl_standin.c
  *
- * The codes the tests use are field figures: 2.28.9, the NCCL release two Sparks were measured
- * with at 23.74 GB/s bus bandwidth (NVIDIA dgx-spark-playbooks PR 103); 2.29.7, what the MiniMax M3
- * fork's image ships, too old for the switchless ring's settings (rule N6, which need 2.30).
+ * The codes the tests use are field figures: 2.31.2, the NCCL a GB10 box ran under the community
+ * launcher's vLLM image ("vLLM is using nccl==2.31.2", eugr/spark-vllm-docker issue 411); 2.29.7,
+ * what the MiniMax M3 fork's image ships, too old for the switchless ring's settings (rule N6, which
+ * need 2.30).
  */
 #ifndef GB10_NCCL_VERSION_CODE
-#error "build with -DGB10_NCCL_VERSION_CODE=<NCCL_VERSION_CODE>, e.g. 22809 for NCCL 2.28.9"
+#error "build with -DGB10_NCCL_VERSION_CODE=<NCCL_VERSION_CODE>, e.g. 23102 for NCCL 2.31.2"
 #endif
 
 typedef enum { ncclSuccess = 0, ncclInvalidArgument = 4 } ncclResult_t;

@@ -4,7 +4,7 @@
 
 The simulated ranks talk Gloo over the link network (there is no GPU and no NCCL); what the
 collection checks after a launch (rule N5, role vllm_serve) is which transport NCCL took, read from
-its init lines in the engine's log. This module prints those lines the way NCCL 2.28 does (the
+its init lines in the engine's log. This module prints those lines the way NCCL 2.31.2 does (the
 formats of the captures in tests/fixtures/nccl/), deciding as NCCL does on a Spark:
 
 - NCCL_IB_DISABLE=1 or NCCL_NET=Socket: sockets, on purpose (N4);
@@ -59,7 +59,7 @@ def init_lines(env, can_use_rdma, host, pid, address_of):
     ip = address_of(iface)
     lines = ["NCCL_SOCKET_IFNAME set by environment to %s" % iface,
              "Bootstrap: Using %s:%s<0>" % (iface, ip),
-             "NCCL version 2.28.9+cuda13.0"]
+             "NCCL version 2.31.2+cuda13.0"]
     if env.get("NCCL_NET_PLUGIN"):
         lines.append("NCCL_NET_PLUGIN set by environment to %s" % env["NCCL_NET_PLUGIN"])
     socket_lines = ["NET/Socket : Using [0]%s:%s<0>" % (iface, ip), "Initialized NET plugin Socket",
