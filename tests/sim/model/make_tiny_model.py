@@ -28,7 +28,7 @@ SHAPE = {
     "num_key_value_heads": 6,
     "intermediate_size": 768,
     "vocab_size": 768,
-    "num_hidden_layers": 3,
+    "num_hidden_layers": 2,
 }
 # The last four are the think markers of the reasoning parsers the profiles name: vLLM's
 # minimax_m3 and deepseek_v4 parsers refuse a tokenizer without them as single tokens.
@@ -43,9 +43,7 @@ SPECIAL = ["<|begin|>", "<|end|>", "<|pad|>", "<|system|>", "<|user|>", "<|assis
 # next token of the answer against ~1-5 for any other. Those rows lie in every tensor-parallel
 # shard of the vocabulary (embedding and lm_head are split by vocabulary rows), so the answer comes
 # back only when every rank's part of both arrives: the expected answer at TP=1 (checked here with
-# transformers) is what a broken vocabulary split at TP=2 or TP=3 changes. The three random layers
-# (three: one per stage of a pipeline over three nodes, PP=3, with the embedding on the first and
-# lm_head on the last, so the answer comes back only when every stage's part arrives)
+# transformers) is what a broken vocabulary split at TP=2 or TP=3 changes. The two random layers
 # add too little to the hidden state for a broken attention or MLP split to change it; a real
 # model's answer depends on every layer, which is what the profiles' own known answers check.
 # A token sampled off the answer (rare at temperature 1) still ends the answer: EOS follows any of
@@ -53,7 +51,7 @@ SPECIAL = ["<|begin|>", "<|end|>", "<|pad|>", "<|system|>", "<|user|>", "<|assis
 KNOWN_ANSWER = " the cluster answers."
 CHAIN_LOGIT = 20.0
 ANSWER_ENDERS = 64
-EMBEDDING_SCALE = 50.0  # init std 0.02 -> ~1, above what the three random layers add
+EMBEDDING_SCALE = 50.0  # init std 0.02 -> ~1, above what the two random layers add
 ENDER_LOGIT = 12.0
 CHAT_TEMPLATE = (
     "{{ bos_token }}"

@@ -12,7 +12,12 @@ RAW = read_profiles(PROFILES_DIR)
 with open(os.path.join(PROFILES_DIR, 'overlays', 'sim-cpu.yml')) as _f:
     SIM = yaml.safe_load(_f)
 # Profiles the simulation cannot run, each with what refuses it (test_profile shows the refusal):
-# the tiny model has 2 layers, and a stage holds whole layers.
+# the tiny model has 2 layers, and a stage holds whole layers. A third layer would not make PP=3 run
+# there: tried on the simulated mesh on 2026-12-04 with a 3-layer tiny model, the three ranks came up
+# (NCCL's stand-in on every rank, the API serving) and the first request failed on PP rank 1 inside
+# vLLM 0.32's CPU build (`AssertionError` at `self.intermediate_tensors is not None` in
+# GPUModelRunner.sync_and_gather_intermediate_tensors, from execute_model's _preprocess: the CPU
+# model runner never allocates the tensors a later stage receives into) while rank 0 waited.
 SIM_REFUSED = {'minimax-m27-nvfp4-pp3': "pipeline_parallel_size: must not exceed the model's 2 layers"}
 SIMULATED = sorted(set(RAW) - set(SIM_REFUSED))
 

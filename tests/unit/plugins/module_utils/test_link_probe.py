@@ -161,7 +161,7 @@ def test_probe_is_self_contained():
             names.update(alias.name.split('.')[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             names.add(node.module.split('.')[0])
-    assert names <= {'__future__', 'argparse', 'datetime', 'json', 'socket', 'sys', 'time', 'torch'}, names
+    assert names <= {'__future__', 'argparse', 'ctypes', 'datetime', 'json', 'os', 'socket', 'sys', 'time', 'torch'}, names
 
 
 class ThreadedDist:
