@@ -132,7 +132,7 @@ def _link_networks(mesh):
     """(name, subnet) of the internal networks of a layout: the pair's cable halves, or the mesh's
     six and its coordination LAN."""
     if mesh:
-        return [(COORD_NETWORK, COORD_SUBNET)] + [(name, subnet) for name, subnet, _, _ in MESH_CABLES]
+        return [(COORD_NETWORK, COORD_SUBNET)] + [(cable[0], cable[1]) for cable in MESH_CABLES]
     return [(LINK_NETWORK, LINK_SUBNET), (TWIN_NETWORK, TWIN_SUBNET)]
 
 
@@ -141,10 +141,10 @@ def host_links(name, mesh):
     addresses HOSTS gives), or its four mesh ports, each at its host part in its cable half's subnet."""
     index = [host[0] for host in HOSTS].index(name)
     if not mesh:
-        _, _, cluster_ip, twin_ip = HOSTS[index]
+        cluster_ip, twin_ip = HOSTS[index][2:]
         return [(LINK_NETWORK, LINK_SUBNET, LINK_PORT, cluster_ip), (TWIN_NETWORK, TWIN_SUBNET, TWIN_PORT, twin_ip)]
     part = HOSTS[index][1].rsplit(".", 1)[1]
-    return [(network, subnet, end[1], "%s.%s" % (subnet.split("/")[0].rsplit(".", 1)[0], part))
+    return [(network, subnet, end[1], "%s.%s" % (subnet.split("/", maxsplit=1)[0].rsplit(".", 1)[0], part))
             for network, subnet, a, b in MESH_CABLES for end in (a, b) if end[0] == index]
 
 
@@ -284,7 +284,7 @@ class Cluster:
         # (network, subnet, port, address): the host's link ports, which its init strips of their
         # address and gives their CX7 names; on the mesh also its coordination port (named, kept).
         links = host_links(name, mesh)
-        environment = {"GB10_SIM_LINK_PORTS": " ".join("%s=%s" % (subnet, port) for _, subnet, port, _ in links)}
+        environment = {"GB10_SIM_LINK_PORTS": " ".join("%s=%s" % (link[1], link[2]) for link in links)}
         if mesh:
             environment["GB10_SIM_NAMED_PORTS"] = "%s=%s" % (COORD_SUBNET, COORD_PORT)
         cid = self.docker.api.create_container(
@@ -297,8 +297,8 @@ class Cluster:
         # The API connects one network at creation; each link's endpoint keeps its reserved address.
         if mesh:
             self.docker.api.connect_container_to_network(cid, COORD_NETWORK, ipv4_address=cluster_ip)
-        for network, _, _, address in links:
-            self.docker.api.connect_container_to_network(cid, network, ipv4_address=address)
+        for link in links:
+            self.docker.api.connect_container_to_network(cid, link[0], ipv4_address=link[3])
         self.docker.api.start(cid)
         container = self.docker.containers.get(cid)
         # The base image allows root login with a key only; this is the controller's key.
@@ -451,7 +451,7 @@ class Cluster:
             made.append((c, ip, created))
             hosts.append({"name": name, "ip": ip, "ip6": ipv6_of(ip), "cluster_ip": cluster_ip, "twin_ip": twin_ip,
                           "links": [{"port": port, "address": address, "network": network}
-                                    for network, _, port, address in host_links(name, mesh)]})
+                                    for network, unused_subnet, port, address in host_links(name, mesh)]})
         # Each host's engine is filled at the same time as the others' (issue 29): on a machine that
         # never ran the simulation, the head's image and the second host's earlier build, two loads
         # of 3.5 GB, took 95 + 76 s one after the other and take about 107 s together.
@@ -516,7 +516,7 @@ class Cluster:
         for net in self.docker.networks.list(filters={"label": "%s=%s" % (LABEL, LABEL_VALUE)}):
             log("removing network %s" % net.name)
             net.remove()
-        for _, subnet in _link_networks(True) + _link_networks(False):
+        for unused_name, subnet in _link_networks(True) + _link_networks(False):
             subprocess.run(["ip", "route", "del", "unreachable", subnet], check=False,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not keep_cache:

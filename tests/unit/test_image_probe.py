@@ -43,7 +43,7 @@ def run_probe(tmp_path, env_extra, *extra_path):
     with open(PROBE) as handle:
         text = handle.read()
     done = subprocess.run([sys.executable, "-S", "-c", text], env=env, capture_output=True, text=True,
-                          cwd=str(tmp_path), timeout=120)
+                          cwd=str(tmp_path), timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return si.parse_image_probe(done.stdout)
 
