@@ -7,7 +7,9 @@ enP7s7 LAN, so they start fresh (a Spark's ports are named at boot). The deploy 
 (role cluster_link, mode mesh), copies the image to the node that lacks it over its own cable to
 the head, and serves TP=3 with the watchdog on; a rank killed with its Ray container on the third
 node leaks there, and the watchdog reboots that node alone, asking it through the cluster SSH gate
-at its link address (the address the trust covers on a mesh), and the cluster serves again.
+at its link address (the address the trust covers on a mesh), and the cluster serves again. Then the
+cluster switches to vLLM's own multi-node executor (mp) at TP=3, and a stalled rank on the third
+node is stopped and started with every other through the gate (issue 50).
 """
 
 import json
@@ -16,8 +18,8 @@ import time
 
 import pytest
 
-from .helpers import (HEAD, KNOWN_ANSWER_TASK, TINY_ANSWER, WATCHDOG_SETTINGS, WORKER, api_client, assert_succeeded,
-                      engine_process, ok_results, on_host, recovery_since, wait_for, watchdog_state)
+from .helpers import (HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, TINY_ANSWER, WATCHDOG_SETTINGS, WORKER, api_client,
+                      assert_succeeded, engine_process, ok_results, on_host, recovery_since, wait_for, watchdog_state)
 
 PLAYBOOK = "playbooks/deploy-m3.yml"
 # The watchdog's test settings (helpers), with the profile deploy-m3.yml names.
@@ -127,3 +129,36 @@ def test_model_was_copied_to_every_node(sim_cluster3, deployed3):
                               capture_output=True, text=True, check=True).stdout
             for h in sim_cluster3.hosts}
     assert len(set(sums.values())) == 1 and sums[sim_cluster3.head], sums
+
+
+def rank_argv(host, container):
+    """argv of the rank whose pid the launch script wrote in that serving container."""
+    return on_host(host, "docker", "exec", container, "sh", "-c",
+                   'tr "\\0" "\\n" < /proc/$(cat /var/lib/gb10-engine/pid)/cmdline').splitlines()
+
+
+@pytest.mark.rule("X1", "X2", "X3", "O4", "N6")
+def test_the_mesh_switches_to_vllms_own_executor_and_its_watchdog_reaches_every_rank(sim_cluster3, run_playbook):
+    # TP=3 under vLLM's own multi-node executor on the mesh (issue 50): the launch step switches the
+    # Ray cluster by the clean path, rank 0 on the head and a headless rank on each other node, all
+    # meeting at the head's coordination address; a rank on the third node then stalls, and the
+    # watchdog stops and starts every rank, reaching the other nodes' ranks through the cluster SSH
+    # gate at their link addresses (gb10_cluster_key_addresses).
+    head, second, third = sim_cluster3.hosts
+    result = run_playbook(LAUNCH, sim_cluster3.inventory, timeout=1800, extravars=dict(WATCHDOG, gb10_executor="mp"))
+    assert_succeeded(result, sim_cluster3.hosts)
+    assert TINY_ANSWER in result.results_by_host(task=KNOWN_ANSWER_TASK)[head]["msg"]
+    for rank, (host, container) in enumerate(((head, MP_HEAD), (second, MP_WORKER), (third, MP_WORKER))):
+        argv = rank_argv(host, container)
+        assert argv[argv.index("--node-rank") + 1] == str(rank), (host, argv)
+        assert argv[argv.index("--master-addr") + 1] == sim_cluster3.cluster_ips[head], (host, argv)
+        assert argv[argv.index("--tensor-parallel-size") + 1] == "3", (host, argv)
+        assert ("--headless" in argv) == (rank > 0), (host, argv)
+
+    wait_for("the watchdog's good probe", lambda: watchdog_state(head).get("last_probe", {}).get("verdict") == "ok", 180)
+    on_host(third, "docker", "exec", MP_WORKER, "pkill", "-STOP", "-f", "^VLLM::Worker")
+    stalled = time.time()
+    recovery = recovery_since(head, stalled, "every rank of the mesh serving again after the stalled one", 420)
+    assert recovery["reason"] == "hang", recovery
+    assert recovery["stopped"] == "stopped; %s: stopped; %s: stopped" % (second, third), recovery
+    assert TINY_ANSWER.strip() in recovery["answer"], recovery
