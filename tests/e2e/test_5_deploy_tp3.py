@@ -22,6 +22,7 @@ from .helpers import (HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, TINY_
                       assert_succeeded, engine_process, ok_results, on_host, recovery_since, wait_for, watchdog_state)
 
 PLAYBOOK = "playbooks/deploy-m3.yml"
+PROFILE = "minimax-m3-nvfp4"  # what deploy-m3.yml deploys; the launch step alone is told
 # The watchdog's test settings (helpers), with the profile deploy-m3.yml names.
 WATCHDOG = {k: v for k, v in WATCHDOG_SETTINGS.items() if k != "gb10_profile"}
 
@@ -145,7 +146,8 @@ def test_the_mesh_switches_to_vllms_own_executor_and_its_watchdog_reaches_every_
     # watchdog stops and starts every rank, reaching the other nodes' ranks through the cluster SSH
     # gate at their link addresses (gb10_cluster_key_addresses).
     head, second, third = sim_cluster3.hosts
-    result = run_playbook(LAUNCH, sim_cluster3.inventory, timeout=1800, extravars=dict(WATCHDOG, gb10_executor="mp"))
+    result = run_playbook(LAUNCH, sim_cluster3.inventory, timeout=1800,
+                          extravars=dict(WATCHDOG, gb10_profile=PROFILE, gb10_executor="mp"))
     assert_succeeded(result, sim_cluster3.hosts)
     assert TINY_ANSWER in result.results_by_host(task=KNOWN_ANSWER_TASK)[head]["msg"]
     for rank, (host, container) in enumerate(((head, MP_HEAD), (second, MP_WORKER), (third, MP_WORKER))):
