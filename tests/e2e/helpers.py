@@ -101,6 +101,21 @@ def recovery_since(head, since, what, timeout):
     return wait_for(what, recovered, timeout)
 
 
+def boot_id(host):
+    """The simulated Spark's boot identity: a reboot changes it."""
+    return on_host(host, "cat", "/run/gb10-boot-id").strip()
+
+
+def kill_container_init(host, container):
+    """End a serving container under its rank, as a crash or the kernel's OOM killer does: its init
+    killed on the node (not a `docker kill`, after which Docker would not start it again). The
+    simulated driver keeps the rank's unified memory until a reboot (the fixture's ledger, H4).
+    Returns when."""
+    init = on_host(host, "docker", "inspect", "-f", "{{.State.Pid}}", container).strip()
+    on_host(host, "kill", "-KILL", init)
+    return time.time()
+
+
 def on_host(host, *argv):
     """Run a command in a simulated Spark (a container of this machine's Docker); its stdout."""
     proc = subprocess.run(["docker", "exec", host] + list(argv), capture_output=True, text=True, timeout=120, check=False)

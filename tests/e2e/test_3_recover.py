@@ -38,8 +38,8 @@ import time
 import pytest
 
 from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PROFILE, TOP,
-                      api_client, assert_succeeded, drift, failure_messages, finding_messages, findings, healthy, leaks, link_state,
-                      on_host, paste, user_env, worker_running)
+                      api_client, assert_succeeded, boot_id, drift, failure_messages, finding_messages, findings,
+                      healthy, leaks, link_state, on_host, paste, user_env, worker_running)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
 pytestmark = pytest.mark.rule("H4", "O1", "O3")
@@ -48,10 +48,6 @@ PREFLIGHT_TASK = "Refuse before anything changes"  # roles/preflight
 NEXT_LAUNCH_TASK = "Say that the cluster does not serve now, and the command that serves it again"  # vllm_serve
 
 RECOVER = "playbooks/recover.yml"
-
-
-def boot_id(host):
-    return on_host(host, "cat", "/run/gb10-boot-id").strip()
 
 
 def readings(result, host):

@@ -20,9 +20,10 @@ import time
 
 import pytest
 
-from .helpers import (ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, RANK_STOP_TASK, TINY_ANSWER,
-                      WATCHDOG_SETTINGS, WORKER, api_client, assert_succeeded, drift, engine_stops, findings, leaks, on_host,
-                      recovery_since, serves, wait_for, watchdog_log, watchdog_state)
+from .helpers import (ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, RANK_STOP_TASK,
+                      TINY_ANSWER, WATCHDOG_SETTINGS, WORKER, api_client, assert_succeeded, boot_id, drift,
+                      engine_stops, findings, kill_container_init, leaks, on_host, recovery_since, serves, wait_for,
+                      watchdog_log, watchdog_state)
 
 pytestmark = pytest.mark.rule("X2")
 
@@ -125,10 +126,6 @@ def test_a_stalled_headless_rank_is_found_and_every_rank_starts_again(sim_cluste
     assert "with the ranks on %s" % worker in watchdog_log(head)
 
 
-def boot_id(host):
-    return on_host(host, "cat", "/run/gb10-boot-id").strip()
-
-
 @pytest.mark.rule("O4", "H4", "X3")
 def test_a_headless_rank_killed_with_its_container_leaks_there_and_only_that_node_reboots(sim_cluster):
     cluster = sim_cluster
@@ -138,9 +135,7 @@ def test_a_headless_rank_killed_with_its_container_leaks_there_and_only_that_nod
     # The worker's serving container dies under its headless rank (its init killed, as a crash or
     # the kernel's OOM killer ends it): the simulated driver keeps the rank's unified memory until a
     # reboot (the fixture's ledger, H4); Docker starts the container again (unless-stopped), empty.
-    init = on_host(worker, "docker", "inspect", "-f", "{{.State.Pid}}", MP_WORKER).strip()
-    on_host(worker, "kill", "-KILL", init)
-    killed = time.time()
+    killed = kill_container_init(worker, MP_WORKER)
 
     recovery = recovery_since(head, killed, "the leaked worker rebooted and every rank serving again", 420)
     assert recovery["memory"][worker]["state"] == "leaked", recovery["memory"]

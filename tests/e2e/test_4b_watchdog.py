@@ -38,10 +38,10 @@ import urllib.request
 
 import pytest
 
-from .helpers import (HEAD, LAUNCH, PORT, SUMMARY_TASK, TINY_ANSWER, WATCHDOG_CONTAINER as CONTAINER,
-                      WATCHDOG_DATA as DATA, WATCHDOG_SETTINGS as SETTINGS, WORKER, api_client, assert_succeeded, drift,
-                      drift_answers, findings, healthy, ok_results, on_host, recovery_since, wait_for, watchdog_log,
-                      watchdog_state as state)
+from .helpers import (HEAD, LAUNCH, PORT, SUMMARY_TASK, TINY_ANSWER, WORKER, WATCHDOG_CONTAINER as CONTAINER,
+                      WATCHDOG_DATA as DATA, WATCHDOG_SETTINGS as SETTINGS, api_client, assert_succeeded, boot_id,
+                      drift, drift_answers, findings, healthy, kill_container_init, ok_results, on_host,
+                      recovery_since, wait_for, watchdog_log, watchdog_state as state)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
 pytestmark = pytest.mark.rule("O4")
@@ -245,10 +245,6 @@ def last_link_check(host):
             if line.startswith(("gb10_link_check_ok ", "gb10_link_check_timestamp_seconds "))}
 
 
-def boot_id(host):
-    return on_host(host, "cat", "/run/gb10-boot-id").strip()
-
-
 @pytest.mark.rule("O4")
 def test_an_engine_killed_with_its_container_leaks_there_and_only_that_node_reboots(watchdog):
     head, worker = watchdog.head, watchdog.hosts[1]
@@ -257,9 +253,7 @@ def test_an_engine_killed_with_its_container_leaks_there_and_only_that_node_rebo
     # OOM killer ends it; not a `docker kill`, after which Docker would not start it again): the
     # simulated driver keeps the rank's unified memory until a reboot (the fixture's ledger, H4), as
     # a Spark's does; nobody plants it. Docker restarts the container (unless-stopped, O5).
-    init = on_host(worker, "docker", "inspect", "-f", "{{.State.Pid}}", WORKER).strip()
-    on_host(worker, "kill", "-KILL", init)
-    killed = time.time()
+    killed = kill_container_init(worker, WORKER)
 
     recovery = recovery_since(head, killed, "the leaked worker rebooted and the cluster serving again", 360)
     # The leak is found on the node that had it, from its exporter's reading after the engine

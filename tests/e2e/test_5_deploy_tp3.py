@@ -18,8 +18,9 @@ import time
 
 import pytest
 
-from .helpers import (HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, TINY_ANSWER, WATCHDOG_SETTINGS, WORKER, api_client,
-                      assert_succeeded, engine_process, ok_results, on_host, recovery_since, wait_for, watchdog_state)
+from .helpers import (HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, TINY_ANSWER, WATCHDOG_SETTINGS, WORKER,
+                      api_client, assert_succeeded, boot_id, engine_process, kill_container_init, ok_results, on_host,
+                      recovery_since, wait_for, watchdog_state)
 
 PLAYBOOK = "playbooks/deploy-m3.yml"
 PROFILE = "minimax-m3-nvfp4"  # what deploy-m3.yml deploys; the launch step alone is told
@@ -103,13 +104,11 @@ def test_every_cable_half_got_its_address_and_the_image_went_over_the_cable_to_t
 @pytest.mark.rule("O4", "H4", "N6")
 def test_a_rank_killed_on_the_third_node_leaks_there_and_the_watchdog_reboots_it_over_its_link(sim_cluster3, deployed3):
     head, third = sim_cluster3.head, sim_cluster3.hosts[2]
-    boots = {h: on_host(h, "cat", "/run/gb10-boot-id").strip() for h in sim_cluster3.hosts}
+    boots = {h: boot_id(h) for h in sim_cluster3.hosts}
     wait_for("the watchdog's good probe", lambda: watchdog_state(head).get("last_probe", {}).get("verdict") == "ok", 180)
     # The third node's Ray container dies under its rank (its init killed): the simulated driver
     # keeps the rank's unified memory until a reboot (H4); Docker starts the container again.
-    init = on_host(third, "docker", "inspect", "-f", "{{.State.Pid}}", WORKER).strip()
-    on_host(third, "kill", "-KILL", init)
-    killed = time.time()
+    killed = kill_container_init(third, WORKER)
 
     recovery = recovery_since(head, killed, "the leaked third node rebooted and TP=3 serving again", 600)
     assert recovery["memory"][third]["state"] == "leaked", recovery["memory"]
@@ -117,7 +116,7 @@ def test_a_rank_killed_on_the_third_node_leaks_there_and_the_watchdog_reboots_it
     # is outside the cluster SSH trust on a mesh).
     assert set(recovery["rebooted"]) == {third}, recovery["rebooted"]
     assert recovery["rebooted"][third]["rebooting"] and recovery["rebooted"][third]["leaked"], recovery["rebooted"]
-    after = {h: on_host(h, "cat", "/run/gb10-boot-id").strip() for h in sim_cluster3.hosts}
+    after = {h: boot_id(h) for h in sim_cluster3.hosts}
     assert [h for h in sim_cluster3.hosts if after[h] != boots[h]] == [third], (boots, after)
     assert TINY_ANSWER.strip() in recovery["answer"], recovery
 
