@@ -8,8 +8,9 @@ enP7s7 LAN, so they start fresh (a Spark's ports are named at boot). The deploy 
 the head, and serves TP=3 with the watchdog on; a rank killed with its Ray container on the third
 node leaks there, and the watchdog reboots that node alone, asking it through the cluster SSH gate
 at its link address (the address the trust covers on a mesh), and the cluster serves again. Then the
-cluster switches to vLLM's own multi-node executor (mp) at TP=3, and a stalled rank on the third
-node is stopped and started with every other through the gate (issue 50).
+cluster switches to vLLM's own multi-node executor (mp) at TP=3, a stalled rank on the third
+node is stopped and started with every other through the gate, every rank starts again after a
+power cut of all three, and the cluster switches back to Ray by the clean path (issue 50).
 """
 
 import json
@@ -18,9 +19,9 @@ import time
 
 import pytest
 
-from .helpers import (HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, TINY_ANSWER, WATCHDOG_SETTINGS, WORKER,
-                      api_client, assert_succeeded, boot_id, engine_process, kill_container_init, ok_results, on_host,
-                      recovery_since, wait_for, watchdog_state)
+from .helpers import (HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, RANK_STOP_TASK, TINY_ANSWER, WATCHDOG_SETTINGS,
+                      WORKER, api_client, assert_succeeded, boot_id, engine_process, engine_stops, kill_container_init,
+                      ok_results, on_host, recovery_since, wait_for, watchdog_state)
 
 PLAYBOOK = "playbooks/deploy-m3.yml"
 PROFILE = "minimax-m3-nvfp4"  # what deploy-m3.yml deploys; the launch step alone is told
@@ -163,3 +164,34 @@ def test_the_mesh_switches_to_vllms_own_executor_and_its_watchdog_reaches_every_
     assert recovery["reason"] == "hang", recovery
     assert recovery["stopped"] == "stopped; %s: stopped; %s: stopped" % (second, third), recovery
     assert TINY_ANSWER.strip() in recovery["answer"], recovery
+
+
+@pytest.mark.rule("O5", "X3")
+def test_after_a_power_cut_every_rank_of_the_mesh_starts_again_with_no_command(sim_cluster3):
+    # All three Sparks lose power; they come back one after the other, the head first. The nodes'
+    # own Docker starts the serving containers, and the watchdog waits for every node and starts
+    # every rank again (O5), reaching the others through the gate at their link addresses.
+    head, second, third = sim_cluster3.hosts
+    subprocess.run(["docker", "kill"] + sim_cluster3.hosts, check=True, capture_output=True, timeout=120)
+    cut = time.time()
+    for host in sim_cluster3.hosts:
+        subprocess.run(["docker", "start", host], check=True, capture_output=True, timeout=120)
+    recovery = recovery_since(head, cut, "every rank of the mesh serving again after the power cut", 480)
+    assert recovery["reason"] == "down", recovery
+    assert TINY_ANSWER.strip() in recovery["answer"], recovery
+    for host, container in ((head, MP_HEAD), (second, MP_WORKER), (third, MP_WORKER)):
+        assert container in on_host(host, "docker", "ps", "--format", "{{.Names}}").split(), host
+
+
+@pytest.mark.rule("O1", "X3", "H4")
+def test_the_mesh_switches_back_to_ray_by_the_clean_path(sim_cluster3, run_playbook):
+    head, second, third = sim_cluster3.hosts
+    result = run_playbook(LAUNCH, sim_cluster3.inventory, timeout=1800, extravars=dict(WATCHDOG, gb10_profile=PROFILE))
+    assert_succeeded(result, sim_cluster3.hosts)
+    # Rank 0 first, then every other node's headless rank, each on SIGTERM (H4, X3); no reboot.
+    assert engine_stops(result).get(MP_HEAD) == "stopped", engine_stops(result)
+    assert engine_stops(result, RANK_STOP_TASK) == {second: "stopped", third: "stopped"}, engine_stops(result, RANK_STOP_TASK)
+    assert TINY_ANSWER in result.results_by_host(task=KNOWN_ANSWER_TASK)[head]["msg"]
+    argv = engine_process(head)[2]
+    assert argv[argv.index("--distributed-executor-backend") + 1] == "ray", argv
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "3", argv
