@@ -66,12 +66,7 @@ WATCHDOG_SETTINGS = {"gb10_profile": PROFILE, "gb10_watchdog": True, "watchdog_i
                      "watchdog_deadline_s": 10, "watchdog_failures": 1,
                      "watchdog_max_restarts": 4, "watchdog_window_s": 3600,
                      "watchdog_pause_s": 1,
-                     "watchdog_nodes_timeout_s": 180, "node_metrics_interval_s": 5,
-                     # A node reboots for a leak through the gate at most once per this bound (issue
-                     # 47; an hour by default): the suite leaks the same simulated worker on purpose in
-                     # two modules minutes apart (test_4a's mp case, test_4b's Ray case), so here it is
-                     # three minutes, still several of the simulated reboot's cycles.
-                     "leak_recovery_reboot_on_ask_min_interval_s": 180}
+                     "watchdog_nodes_timeout_s": 180, "node_metrics_interval_s": 5}
 
 
 def watchdog_state(head):
