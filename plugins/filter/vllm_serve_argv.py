@@ -28,7 +28,8 @@ options:
     description:
       - Cluster address of the first host. With the Ray executor the driver runs inside the Ray
         head container and needs no address (rule R1); with the multi-node C(mp) executor it is
-        C(--master-addr) and required.
+        C(--master-addr) and required; with data parallelism across nodes (C(data_parallel_size)) it
+        is C(--data-parallel-address).
     type: str
   port:
     description: API port; defaults to the profile's C(serve.port).
@@ -41,6 +42,8 @@ options:
     description:
       - Where the C(mp) executor's ranks meet on O(head_ip) (C(--master-port), rule X1); vLLM's own
         default (29501) when not given. Ignored with the Ray executor.
+      - With data parallelism across nodes the same port is C(--data-parallel-rpc-port), and ranks
+        other than 0 also get C(--data-parallel-start-rank).
     type: int
 '''
 

@@ -41,8 +41,13 @@ options:
     type: str
     default: ''
   profiles_dir:
-    description: Directory holding the profiles; defaults to the collection's C(profiles/).
-    type: path
+    description:
+      - Directory holding the profiles (and their C(overlays/)); empty for the collection's C(profiles/).
+      - The cluster role passes C(gb10_profiles_dir), a site's own recipes.
+      - A string, not a path type, so that empty stays empty (Ansible makes an empty path the
+        current directory); C(~) is expanded.
+    type: str
+    default: ''
 '''
 
 EXAMPLES = r'''
@@ -106,15 +111,18 @@ class LookupModule(LookupBase):
         if len(terms) != 1 or not terms[0]:
             raise AnsibleError('lookup gb10.serving.profile takes exactly one profile name; got %r. '
                                'Set gb10_profile (the deploy playbooks do).' % (terms,))
-        profiles_dir = os.path.normpath(self.get_option('profiles_dir') or DEFAULT_DIR)
+        profiles_dir = os.path.normpath(os.path.expanduser(self.get_option('profiles_dir') or DEFAULT_DIR))
+        if not os.path.isdir(profiles_dir):
+            raise AnsibleError('profiles directory %s does not exist (gb10_profiles_dir, the lookup\'s profiles_dir): '
+                               'leave gb10_profiles_dir empty for the collection\'s profiles, or name a directory '
+                               'on the controller that holds <name>.yml files' % profiles_dir)
         overlay_name = self.get_option('overlay') or ''
         overlays_dir = os.path.join(profiles_dir, 'overlays')
         known = sorted(e[:-4] for e in os.listdir(overlays_dir) if e.endswith('.yml')) if os.path.isdir(overlays_dir) else []
         overlay = None
         try:
             # Names, never paths: '../minimax-m3-nvfp4' must not read a file outside the folder.
-            check_name(terms[0], [e[:-4] for e in os.listdir(profiles_dir) if e.endswith('.yml')]
-                       if os.path.isdir(profiles_dir) else [], 'profile')
+            check_name(terms[0], [e[:-4] for e in os.listdir(profiles_dir) if e.endswith('.yml')], 'profile')
             if overlay_name:
                 check_name(overlay_name, known, 'overlay')
         except ProfileError as exc:

@@ -140,8 +140,18 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
     shape = shape or profile['model']['shape']
     dtype_bytes = kv_dtype_bytes(profile)
 
-    # One rank per node: TP x PP ranks share the weights (a PP stage holds its layers' share).
-    weights_gib = profile['model']['weights_gb'] * GB / GIB / (tp * pp)
+    # One rank per node: TP x PP ranks share the weights (a PP stage holds its layers' share). A
+    # data-parallel rank holds a whole replica, less the routed experts that expert parallelism puts
+    # on the other ranks (issue 50).
+    dp = profile.get('data_parallel_size', 1)
+    weights_gb = profile['model']['weights_gb']
+    split = 'TP %d' % tp if pp == 1 else 'TP %d x PP %d' % (tp, pp)
+    if dp > 1:
+        experts_gb = profile['model'].get('expert_weights_gb', 0) if profile['engine_args'].get('enable-expert-parallel') else 0
+        weights_gb = weights_gb - experts_gb + experts_gb / float(dp)
+        split = 'DP %d %s' % (dp, 'with expert parallelism (%s GB of experts split)' % experts_gb if experts_gb
+                              else '(a whole replica each)')
+    weights_gib = weights_gb * GB / GIB / (tp * pp)
     engine_gib = budget_gib * util
     overhead_gib = profile['fit']['overhead_gib']
     kv_gib = engine_gib - weights_gib - overhead_gib
@@ -181,7 +191,7 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
     numbers = ('%s GB of weights over %s = %.1f GiB per node; node budget %.1f GiB x utilization %.2f = '
                '%.1f GiB for the engine; minus %.1f GiB overhead leaves %.1f GiB for KV at %d bytes/token '
                '= %d tokens (asked %d)'
-               % (profile['model']['weights_gb'], 'TP %d' % tp if pp == 1 else 'TP %d x PP %d' % (tp, pp), weights_gib,
+               % (profile['model']['weights_gb'], split, weights_gib,
                   budget_gib, util, engine_gib,
                   overhead_gib, kv_gib, per_token, context_fits, context))
     if weights_gib + overhead_gib >= engine_gib:

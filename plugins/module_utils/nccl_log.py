@@ -277,8 +277,9 @@ def engine_choice(log_text, transport, cluster_iface=None, hcas=None):
         parsed = parse_init_log(current)
     except NcclLogError:
         return {'read': False, 'ranks': [], 'problems': [],
-                'note': 'no NCCL init line in the engine\'s log since its start: Gloo (the CPU build), '
-                        'or NCCL_DEBUG=INFO from the env file did not reach the Ray workers'}
+                'note': 'no NCCL init line in any rank\'s log since its start: Gloo (the CPU build), '
+                        'replicas at TP 1 with no group across nodes (data parallelism of a dense model), '
+                        'or NCCL_DEBUG=INFO from the env file did not reach the ranks'}
     ranks = [describe(proc) for proc in parsed['processes']]
     problems = check_transport(parsed, transport, cluster_iface=cluster_iface, hcas=hcas)
     note = '%s NCCL process(es), NCCL %s: %s' % (len(ranks), parsed['version'] or 'version not logged', '; '.join(ranks))

@@ -22,6 +22,8 @@ ENGINES = ('vllm', 'sglang')
 # multi-node multiprocessing executor (rules X1-X3: a rank in every node's serving container, no Ray).
 EXECUTOR_ARG = 'distributed-executor-backend'
 EXECUTORS = ('ray', 'mp')
+# vLLM's flag for expert parallelism (engine_args): the MoE layers' experts split over the ranks.
+EXPERT_PARALLEL_ARG = 'enable-expert-parallel'
 # A1: where an engine may listen (serve.host): the head's loopback, behind the API gateway.
 LOOPBACK_HOSTS = ('127.0.0.1', '::1')
 # What vLLM's Ray executor copies from the engine's environment to its Ray workers, where the ranks
@@ -40,7 +42,7 @@ COMMIT = re.compile(r'^[0-9a-f]{40}$')
 # Top-level overlay keys and, for dicts, which sub-keys an overlay may touch (None: any).
 OVERLAY_KEYS = {
     'image': None,
-    'model': ('path', 'weights_gb', 'shape', 'checkpoint_format', 'family'),
+    'model': ('path', 'weights_gb', 'expert_weights_gb', 'shape', 'checkpoint_format', 'family'),
     'device_args': None,
     'device_env': None,
     'size_args': None,
@@ -202,17 +204,24 @@ def validate_profile(profile, source='<profile>'):
 
     for key in ('nodes', 'tensor_parallel_size', 'readiness_timeout_s'):
         _need(_is_int(profile.get(key)) and profile[key] >= 1, source, key, 'must be an integer >= 1')
-    # Issue 50: the ranks are TP x PP, one GB10 GPU per node: a node per rank.
+    # Issue 50: the ranks are TP x PP x DP, one GB10 GPU per node: a node per rank.
     _need('pipeline_parallel_size' not in profile
           or (_is_int(profile['pipeline_parallel_size']) and profile['pipeline_parallel_size'] >= 1),
           source, 'pipeline_parallel_size', 'must be an integer >= 1 (1: no pipeline parallelism)')
     _need(pipeline(profile) == 1 or pipeline(profile) <= profile['model']['shape']['num_layers'], source,
           'pipeline_parallel_size', 'must not exceed the model\'s %s layers (each stage holds whole layers)'
           % profile['model']['shape']['num_layers'])
-    ranks = profile['tensor_parallel_size'] * pipeline(profile)
-    _need(ranks == profile['nodes'], source, 'tensor_parallel_size',
-          'times pipeline_parallel_size must equal nodes (one GB10 GPU per node, a rank on each), got TP %s x PP %s over %s nodes'
-          % (profile['tensor_parallel_size'], pipeline(profile), profile['nodes']))
+    _need('data_parallel_size' not in profile
+          or (_is_int(profile['data_parallel_size']) and profile['data_parallel_size'] >= 1),
+          source, 'data_parallel_size', 'must be an integer >= 1 (1: no data parallelism)')
+    _need(data_parallel(profile) == 1 or profile['tensor_parallel_size'] * pipeline(profile) == 1, source,
+          'data_parallel_size', 'with data parallelism each node holds one whole replica (TP 1, PP 1): vLLM\'s '
+          'multi-node data parallelism is rendered one rank per node, got TP %s x PP %s per replica'
+          % (profile['tensor_parallel_size'], pipeline(profile)))
+    _need(ranks(profile) == profile['nodes'], source, 'tensor_parallel_size',
+          'times pipeline_parallel_size times data_parallel_size must equal nodes (one GB10 GPU per node, a rank on '
+          'each), got TP %s x PP %s x DP %s over %s nodes'
+          % (profile['tensor_parallel_size'], pipeline(profile), data_parallel(profile), profile['nodes']))
     util = profile.get('gpu_memory_utilization')
     _need(_is_num(util) and 0 < util <= 1, source, 'gpu_memory_utilization', 'must be a number in (0, 1]')
 
@@ -261,6 +270,26 @@ def validate_profile(profile, source='<profile>'):
 
     _need(pipeline(profile) == 1 or profile['engine'] == 'vllm', source, 'pipeline_parallel_size',
           'is rendered for vLLM only; SGLang profiles split by tensor_parallel_size')
+    _need(data_parallel(profile) == 1 or profile['engine'] == 'vllm', source, 'data_parallel_size',
+          'is rendered for vLLM only; SGLang profiles split by tensor_parallel_size')
+    # vLLM's multi-node data parallelism is its own launch (--data-parallel-address, a headless engine per
+    # node); under Ray it would be --data-parallel-backend ray, which no recipe here ran.
+    _need(data_parallel(profile) == 1 or profile['nodes'] == 1 or profile['engine_args'].get(EXECUTOR_ARG) == 'mp',
+          source, 'data_parallel_size', 'across nodes is rendered for vLLM\'s own multi-node executor only: set '
+          'engine_args.%s: mp (or gb10_executor=mp), got %r' % (EXECUTOR_ARG, profile['engine_args'].get(EXECUTOR_ARG)))
+    # M2: with expert parallelism a data-parallel rank holds only its share of the routed experts; the fit
+    # needs to know how much of the weights that is.
+    if profile['engine_args'].get(EXPERT_PARALLEL_ARG) or 'expert_weights_gb' in profile['model']:
+        experts = profile['model'].get('expert_weights_gb')
+        _need(_is_num(experts) and 0 <= experts < profile['model']['weights_gb'], source, 'model.expert_weights_gb',
+              'must be a number (and is needed with engine_args.%s): the GB of the routed experts\' weights, which expert parallelism '
+              'splits over the ranks (>= 0 and below model.weights_gb %s, 0 for a dense model), got %r'
+              % (EXPERT_PARALLEL_ARG, profile['model']['weights_gb'], experts))
+        # vLLM 0.32 refuses it at start-up for a dense model ("Number of experts in the model must be greater
+        # than 0 when expert parallelism is enabled"); said here, before anything starts.
+        _need(not profile['engine_args'].get(EXPERT_PARALLEL_ARG) or experts > 0, source, 'engine_args.%s' % EXPERT_PARALLEL_ARG,
+              'needs a model with routed experts (model.expert_weights_gb > 0): vLLM refuses expert parallelism for '
+              'a dense model (%s at %s)' % (profile['model']['family'], profile['model']['path']))
 
     _validate_known_answer(profile, source)
     _validate_sglang(profile, source)
@@ -320,6 +349,17 @@ def _validate_why(profile, source):
         _need(path in why or section in why, source, 'why',
               'no reason given for %s: add why.%s (or why.%s for the whole section) with the rule ID'
               % (path, path, section))
+
+
+def data_parallel(profile):
+    """The profile's data-parallel replicas (issue 50: three Sparks each a replica of attention, with
+    expert parallelism splitting the routed experts over them); 1 when it names none."""
+    return profile.get('data_parallel_size', 1)
+
+
+def ranks(profile):
+    """GPUs the profile runs on, one per GB10 node: TP x PP x DP."""
+    return profile['tensor_parallel_size'] * pipeline(profile) * data_parallel(profile)
 
 
 def pipeline(profile):

@@ -52,7 +52,9 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
     With the Ray executor the driver runs inside the Ray head container and finds the cluster
     there (rule R1), so head_ip is not part of the command line. With vLLM's own multi-node mp
     executor it is --master-addr (the head's cluster address, never loopback: rule X1) with
-    --master-port, and ranks other than 0 run --headless (no API server).
+    --master-port, and ranks other than 0 run --headless (no API server). With data parallelism
+    (one whole replica per node) it is --data-parallel-address with --data-parallel-rpc-port, and
+    --data-parallel-start-rank on the headless ranks.
     """
     if profile.get('engine') != 'vllm':
         raise RenderError('profile %s is for engine %s, not vllm' % (profile.get('name'), profile.get('engine')))
@@ -79,10 +81,20 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
                               % (profile['name'], head_ip))
         if not 0 <= node_rank < profile['nodes']:
             raise RenderError('node_rank %r is outside 0..%d for profile %s' % (node_rank, profile['nodes'] - 1, profile['name']))
-        argv.extend(['--nnodes', str(profile['nodes']), '--node-rank', str(node_rank),
-                     '--master-addr', head_ip])
-        if master_port:
-            argv.extend(['--master-port', str(master_port)])
+        if profile.get('data_parallel_size', 1) > 1:
+            # A whole replica per node (issue 50): vLLM's multi-node data parallelism, one engine per node, the
+            # API server and the DP coordinator with rank 0; the others join at the head's address (X1).
+            argv.extend(['--data-parallel-size', str(profile['data_parallel_size']), '--data-parallel-size-local', '1',
+                         '--data-parallel-address', head_ip])
+            if master_port:
+                argv.extend(['--data-parallel-rpc-port', str(master_port)])
+            if node_rank:
+                argv.extend(['--data-parallel-start-rank', str(node_rank)])
+        else:
+            argv.extend(['--nnodes', str(profile['nodes']), '--node-rank', str(node_rank),
+                         '--master-addr', head_ip])
+            if master_port:
+                argv.extend(['--master-port', str(master_port)])
         if node_rank:
             argv.append('--headless')
     return argv

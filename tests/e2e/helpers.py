@@ -224,9 +224,17 @@ def run_text(result):
 
 def engine_stops(result, task=ENGINE_STOP_TASK):
     """{item: what the stop said (stopped, killed, none)} of every item that found its container
-    running: the head's containers (rank 0's task) or the other nodes (the headless ranks' task)."""
-    return {item["item"]: item["stdout"] for data in result.host_results(task=task)
-            for item in data.get("res", {}).get("results", []) if "stdout" in item}
+    running: the head's containers (rank 0's task) or the other nodes (the headless ranks' task).
+    Every node runs the stop (roles/vllm_serve/tasks/stop.yml: each waits for the same exit), so
+    an item can answer more than once: the one that ended the rank says how (killed over stopped
+    over none), whichever host's answer came last."""
+    rank = {"none": 0, "stopped": 1, "killed": 2}
+    out = {}
+    for data in result.host_results(task=task):
+        for item in data.get("res", {}).get("results", []):
+            if "stdout" in item and rank.get(item["stdout"], 3) >= rank.get(out.get(item["item"]), -1):
+                out[item["item"]] = item["stdout"]
+    return out
 
 
 def failure_messages(result, task):

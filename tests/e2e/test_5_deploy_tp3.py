@@ -10,21 +10,29 @@ node leaks there, and the watchdog reboots that node alone, asking it through th
 at its link address (the address the trust covers on a mesh), and the cluster serves again. Then the
 cluster switches to vLLM's own multi-node executor (mp) at TP=3, a stalled rank on the third
 node is stopped and started with every other through the gate, every rank starts again after a
-power cut of all three, and the cluster switches back to Ray by the clean path (issue 50).
+power cut of all three; the cluster then serves three whole replicas (vLLM's multi-node data
+parallelism, a site's own recipe from gb10_profiles_dir), the second node's replica dies with its
+container and leaks, the watchdog reboots that node alone, and the cluster switches back to Ray by
+the clean path (issue 50).
 """
 
 import json
+import os
+import shutil
 import subprocess
 import time
 
 import pytest
+import yaml
 
-from .helpers import (HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, RANK_STOP_TASK, TINY_ANSWER, WATCHDOG_SETTINGS,
+from .helpers import (HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, RANK_STOP_TASK, TINY_ANSWER, TOP, WATCHDOG_SETTINGS,
                       WORKER, api_client, assert_succeeded, boot_id, engine_process, engine_stops, kill_container_init,
                       ok_results, on_host, recovery_since, wait_for, watchdog_state)
 
 PLAYBOOK = "playbooks/deploy-m3.yml"
 PROFILE = "minimax-m3-nvfp4"  # what deploy-m3.yml deploys; the launch step alone is told
+DP_SHIPPED = "minimax-m27-nvfp4-dp3ep"
+DP_RECIPE = "site-m27-dp3"  # DP_SHIPPED without expert parallelism, as a site's own recipe (site_recipes)
 # The watchdog's test settings (helpers), with the profile deploy-m3.yml names.
 WATCHDOG = {k: v for k, v in WATCHDOG_SETTINGS.items() if k != "gb10_profile"}
 
@@ -181,6 +189,90 @@ def test_after_a_power_cut_every_rank_of_the_mesh_starts_again_with_no_command(s
     assert TINY_ANSWER.strip() in recovery["answer"], recovery
     for host, container in ((head, MP_HEAD), (second, MP_WORKER), (third, MP_WORKER)):
         assert container in on_host(host, "docker", "ps", "--format", "{{.Names}}").split(), host
+
+
+# Nine chat requests at once to the engine on the head's loopback, then vLLM's successful requests per
+# data-parallel engine from its /metrics ({engine index: count}).
+ASK_EVERY_REPLICA = """
+import concurrent.futures, json, re, urllib.request
+def ask(i):
+    body = json.dumps({"model": "minimax-m2.7", "max_tokens": 8, "temperature": 0,
+                       "messages": [{"role": "user", "content": "question %d" % i}]}).encode()
+    request = urllib.request.Request("http://127.0.0.1:8000/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    return urllib.request.urlopen(request, timeout=120).status
+with concurrent.futures.ThreadPoolExecutor(9) as pool:
+    assert set(pool.map(ask, range(9))) == {200}
+metrics = urllib.request.urlopen("http://127.0.0.1:8000/metrics", timeout=30).read().decode()
+counts = {}
+for engine, value in re.findall(r'^vllm:request_success_total\\{engine="(\\d+)",[^}]*\\} (\\S+)$', metrics, re.M):
+    counts[engine] = counts.get(engine, 0) + float(value)
+print(json.dumps(counts))
+"""
+
+
+@pytest.fixture(scope="module")
+def site_recipes(tmp_path_factory):
+    """A site's own recipes (gb10_profiles_dir): the shipped profiles and overlays, plus the shipped
+    DP=3 recipe with expert parallelism taken out, which the simulation can run. The shipped one it
+    cannot: the tiny model is dense (vLLM refuses EP without experts), and with a tiny MoE vLLM 0.32's
+    CPU build fails the MoE dispatch (tests/unit/plugins/module_utils/profile_helpers.py, SIM_REFUSED)."""
+    recipes = tmp_path_factory.mktemp("site") / "profiles"
+    shutil.copytree(os.path.join(TOP, "profiles"), str(recipes))
+    with open(str(recipes / (DP_SHIPPED + ".yml"))) as handle:
+        recipe = yaml.safe_load(handle)
+    recipe["name"] = DP_RECIPE
+    del recipe["engine_args"]["enable-expert-parallel"], recipe["why"]["engine_args.enable-expert-parallel"]
+    del recipe["model"]["expert_weights_gb"], recipe["why"]["model.expert_weights_gb"]
+    (recipes / (DP_RECIPE + ".yml")).write_text(yaml.safe_dump(recipe))
+    return str(recipes)
+
+
+@pytest.mark.rule("X1", "X3", "O1", "H4")
+def test_the_mesh_serves_a_replica_on_every_node_with_vllms_data_parallelism(sim_cluster3, run_playbook, site_recipes):
+    # Issue 50 section 3: three Sparks without TP=3, as whole replicas (vLLM's multi-node data
+    # parallelism: the API server and the DP coordinator with rank 0, a headless engine on each other
+    # node meeting at the head's coordination address). The launch step changes the profile: the
+    # TP=3 ranks stop by the clean path first.
+    head, second, third = sim_cluster3.hosts
+    result = run_playbook(LAUNCH, sim_cluster3.inventory, timeout=1800,
+                          extravars=dict(WATCHDOG, gb10_profile=DP_RECIPE, gb10_profiles_dir=site_recipes))
+    assert_succeeded(result, sim_cluster3.hosts)
+    assert engine_stops(result).get(MP_HEAD) == "stopped", engine_stops(result)
+    assert engine_stops(result, RANK_STOP_TASK) == {second: "stopped", third: "stopped"}, engine_stops(result, RANK_STOP_TASK)
+    assert TINY_ANSWER in result.results_by_host(task=KNOWN_ANSWER_TASK)[head]["msg"]
+    for rank, (host, container) in enumerate(((head, MP_HEAD), (second, MP_WORKER), (third, MP_WORKER))):
+        argv = rank_argv(host, container)
+        assert argv[argv.index("--data-parallel-size") + 1] == "3", (host, argv)
+        assert argv[argv.index("--data-parallel-address") + 1] == sim_cluster3.cluster_ips[head], (host, argv)
+        assert argv[argv.index("--tensor-parallel-size") + 1] == "1", (host, argv)
+        assert ("--headless" in argv) == (rank > 0), (host, argv)
+        assert ("--data-parallel-start-rank" in argv) == (rank > 0), (host, argv)
+        if rank:
+            assert argv[argv.index("--data-parallel-start-rank") + 1] == str(rank), (host, argv)
+    # Every replica answers its share: vLLM's own per-engine counters after nine requests at once.
+    counts = json.loads(on_host(head, "docker", "exec", MP_HEAD, "python3", "-c", ASK_EVERY_REPLICA))
+    assert sorted(counts) == ["0", "1", "2"] and all(n > 0 for n in counts.values()), counts
+
+
+@pytest.mark.rule("O4", "H4", "X3")
+def test_a_replica_killed_with_its_container_on_the_second_node_leaks_there_and_only_that_node_reboots(sim_cluster3):
+    # The mp executor's leak case (issue 50): the second node's serving container dies under its
+    # headless engine; the simulated driver keeps its memory until a reboot (H4). The watchdog finds
+    # the engine failing, reboots that node alone through the gate at its link address, and starts
+    # every rank again.
+    head, second = sim_cluster3.hosts[:2]
+    boots = {h: boot_id(h) for h in sim_cluster3.hosts}
+    wait_for("the watchdog's good probe", lambda: watchdog_state(head).get("last_probe", {}).get("verdict") == "ok", 180)
+    killed = kill_container_init(second, MP_WORKER)
+    recovery = recovery_since(head, killed, "the leaked second node rebooted and every replica serving again", 600)
+    assert recovery["memory"][second]["state"] == "leaked", recovery["memory"]
+    assert set(recovery["rebooted"]) == {second}, recovery["rebooted"]
+    after = {h: boot_id(h) for h in sim_cluster3.hosts}
+    assert [h for h in sim_cluster3.hosts if after[h] != boots[h]] == [second], (boots, after)
+    assert TINY_ANSWER.strip() in recovery["answer"], recovery
+    argv = rank_argv(second, MP_WORKER)
+    assert argv[argv.index("--data-parallel-start-rank") + 1] == "1", argv
 
 
 @pytest.mark.rule("O1", "X3", "H4")

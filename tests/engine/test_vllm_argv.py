@@ -105,8 +105,15 @@ def test_mp_executor_multinode_flags_parse(vllm_parser, name, overlay):
     prof['engine_args']['distributed-executor-backend'] = 'mp'
     for rank in range(prof['nodes']):
         args = parse(vllm_parser, vllm_serve_argv(prof, head_ip='10.0.0.1', node_rank=rank, master_port=29501))
-        assert (args.nnodes, args.node_rank, args.master_addr, args.master_port, args.headless) \
-            == (prof['nodes'], rank, '10.0.0.1', 29501, rank > 0)
+        if prof.get('data_parallel_size', 1) > 1:
+            # A replica per node (issue 50): vLLM's multi-node data parallelism, each engine TP 1.
+            assert (args.data_parallel_size, args.data_parallel_size_local, args.data_parallel_address,
+                    args.data_parallel_rpc_port, args.data_parallel_start_rank, args.headless, args.nnodes) \
+                == (prof['nodes'], 1, '10.0.0.1', 29501, rank if rank else None, rank > 0, 1)
+            assert args.enable_expert_parallel is True
+        else:
+            assert (args.nnodes, args.node_rank, args.master_addr, args.master_port, args.headless) \
+                == (prof['nodes'], rank, '10.0.0.1', 29501, rank > 0)
         assert args.distributed_executor_backend == 'mp'
 
 

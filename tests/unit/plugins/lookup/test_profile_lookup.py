@@ -58,3 +58,33 @@ def test_a_profile_path_is_refused_with_the_known_profiles(profiles_dir):
     assert rc != 0, out
     assert "profile '../profiles/minimax-m3-nvfp4' (gb10_profile) is not a name" in out, out
     assert 'minimax-m27-nvfp4' in out and 'minimax-m3-nvfp4' in out, out
+
+
+def test_an_empty_profiles_dir_is_the_collections_own(tmp_path):
+    # gb10_profiles_dir's default: the collection's profiles/, whatever directory the run starts in.
+    rc, out = lookup('', 'minimax-m27-nvfp4', 'sim-cpu')
+    assert rc == 0 and 'gb10-sim-serving:local' in out, out
+
+
+def test_a_site_profiles_dir_that_is_missing_is_named_with_its_variable(tmp_path):
+    rc, out = lookup(str(tmp_path / 'recipes'), 'minimax-m27-nvfp4')
+    assert rc != 0, out
+    assert 'profiles directory %s does not exist (gb10_profiles_dir' % (tmp_path / 'recipes') in out, out
+
+
+def test_a_site_recipe_loads_from_its_own_directory_by_the_same_rules(profiles_dir, tmp_path):
+    # A site's own recipe (gb10_profiles_dir): the shipped one under another name and image, checked
+    # as every shipped profile is (a missing reason is refused the same way).
+    import yaml
+    site = tmp_path / 'recipes'
+    site.mkdir()
+    with open(os.path.join(profiles_dir, 'minimax-m27-nvfp4.yml')) as handle:
+        recipe = yaml.safe_load(handle)
+    recipe.update(name='site-m27', image='vllm-node:0.32.0-site')
+    (site / 'site-m27.yml').write_text(yaml.safe_dump(recipe))
+    rc, out = lookup(str(site), 'site-m27')
+    assert rc == 0 and 'vllm-node:0.32.0-site' in out, out
+    del recipe['why']['image']
+    (site / 'site-m27.yml').write_text(yaml.safe_dump(recipe))
+    rc, out = lookup(str(site), 'site-m27')
+    assert rc != 0 and 'no reason given for image' in out, out

@@ -50,6 +50,23 @@ def test_m27_nvfp4_in_three_pipeline_stages_fits_three_nodes():
     assert fit_plan(ray, budget_gib=119.7)['oom_guard_gib'] == plan['oom_guard_gib']
 
 
+def test_m27_nvfp4_as_three_replicas_with_its_experts_split_fits_three_nodes():
+    # Issue 50: DP=3 with expert parallelism. A node holds the whole model but two thirds of the routed
+    # experts (133 of 141.05 GB), and the KV of all 62 layers with all 8 KV heads (TP 1).
+    prof = real('minimax-m27-nvfp4-dp3ep')
+    plan = fit_plan(prof, budget_gib=119.7)
+    assert plan['weights_per_node_gib'] == round((141.05 - 133 + 133 / 3.0) * 1e9 / GIB, 2)
+    assert plan['kv_bytes_per_token'] == 2 * 62 * 8 * 128
+    assert 'DP 3 with expert parallelism (133 GB of experts split)' in plan['reason']
+    assert plan['fits'] is True and plan['context_fits'] >= prof['size_args']['max-model-len']
+    # Without expert parallelism each replica is the whole 141 GB: weights and KV no longer fit.
+    whole = copy.deepcopy(prof)
+    del whole['engine_args']['enable-expert-parallel']
+    plan = fit_plan(whole, budget_gib=119.7)
+    assert plan['weights_per_node_gib'] == round(141.05e9 / GIB, 2)
+    assert plan['fits'] is False and 'DP 3 (a whole replica each)' in plan['reason']
+
+
 def test_asked_context_that_does_not_fit_says_the_largest_that_does():
     plan = fit_plan(real('minimax-m27-nvfp4'), budget_gib=119.7, context=1000000)
     assert plan['fits'] is False

