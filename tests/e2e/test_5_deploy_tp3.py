@@ -38,8 +38,8 @@ WATCHDOG = {k: v for k, v in WATCHDOG_SETTINGS.items() if k != "gb10_profile"}
 
 # `scripts/test.sh full` only (issue 51's budget, 2026-12-02): the test command measured ~88 minutes
 # on this 2-core machine with this module (then about 600 s; on the mesh, 2026-12-04, 310 s: three
-# fresh hosts' host prep, link and model copy and a TP=3 launch in 260 s, the leak case 40 s)
-# against CI's hard limit of 90. The default run keeps the TP=3 profile's
+# fresh hosts' host prep, link and model copy and a TP=3 launch in 260 s, the leak case 40 s; with
+# the mp cases, the replicas and the switch back, 890 s) against CI's hard limit of 90. The default run keeps the TP=3 profile's
 # rendering and refusals (tests/unit: test_render, test_profile, test_preflight) and the mesh's
 # plan (tests/unit: test_cluster_link, test_cluster_facts); this module comes back to the default
 # run when a launch costs less (issue 51).

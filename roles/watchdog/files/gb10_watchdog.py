@@ -415,8 +415,9 @@ class Watchdog:
         asked = {}
         for name in sorted(leaked, key=lambda n: (n == head, n)):
             # Where the head's cluster key reaches it: in a mesh its link address, not the
-            # coordination address of "nodes" that the SSH trust does not cover (issue 49).
-            address = (self.config.get("key_addresses") or {}).get(name) or self.config["nodes"][name]
+            # coordination address of "nodes" that the SSH trust does not cover (issue 49). The
+            # role writes both for every node with each launch.
+            address = self.config["key_addresses"][name]
             if name == head:
                 record["result"] = "rebooting the head (%s), leaked; the next recovery goes on after its boot" % name
                 record["rebooted"] = asked
