@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gb10.serving.plugins.module_utils.profile import EXPERT_PARALLEL_ARG, data_parallel, pipeline
+
 GIB = 1024.0 ** 3
 GB = 1000.0 ** 3
 
@@ -134,7 +136,7 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
         raise FitError('budget_gib must be a positive number of GiB (memory CUDA sees on the poorest node), '
                        'got %r' % (budget_gib,))
     tp = profile['tensor_parallel_size']
-    pp = profile.get('pipeline_parallel_size', 1)
+    pp = pipeline(profile)
     util = profile['gpu_memory_utilization']
     context = int(context or profile['size_args']['max-model-len'])
     shape = shape or profile['model']['shape']
@@ -143,11 +145,11 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
     # One rank per node: TP x PP ranks share the weights (a PP stage holds its layers' share). A
     # data-parallel rank holds a whole replica, less the routed experts that expert parallelism puts
     # on the other ranks (issue 50).
-    dp = profile.get('data_parallel_size', 1)
+    dp = data_parallel(profile)
     weights_gb = profile['model']['weights_gb']
     split = 'TP %d' % tp if pp == 1 else 'TP %d x PP %d' % (tp, pp)
     if dp > 1:
-        experts_gb = profile['model'].get('expert_weights_gb', 0) if profile['engine_args'].get('enable-expert-parallel') else 0
+        experts_gb = profile['model'].get('expert_weights_gb', 0) if profile['engine_args'].get(EXPERT_PARALLEL_ARG) else 0
         weights_gb = weights_gb - experts_gb + experts_gb / float(dp)
         split = 'DP %d %s' % (dp, 'with expert parallelism (%s GB of experts split)' % experts_gb if experts_gb
                               else '(a whole replica each)')

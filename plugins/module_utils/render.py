@@ -13,6 +13,8 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gb10.serving.plugins.module_utils.profile import data_parallel, pipeline
+
 # SGLang v0.5.12 spells vLLM's fp8 KV dtype explicitly (rule S1).
 SGLANG_KV_DTYPE = {'fp8': 'fp8_e4m3', 'fp8_e4m3': 'fp8_e4m3', 'fp8_e5m2': 'fp8_e5m2', 'auto': 'auto'}
 
@@ -65,7 +67,7 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
             '--port', str(port or serve['port']),
             '--tensor-parallel-size', str(profile['tensor_parallel_size']),
             '--gpu-memory-utilization', _value(profile['gpu_memory_utilization'])]
-    if profile.get('pipeline_parallel_size', 1) > 1:
+    if pipeline(profile) > 1:
         # Stages of whole layers, one per node (issue 50: three Sparks where heads do not split by 3).
         argv.extend(['--pipeline-parallel-size', str(profile['pipeline_parallel_size'])])
     argv.extend(flags(profile['engine_args']))
@@ -81,7 +83,7 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
                               % (profile['name'], head_ip))
         if not 0 <= node_rank < profile['nodes']:
             raise RenderError('node_rank %r is outside 0..%d for profile %s' % (node_rank, profile['nodes'] - 1, profile['name']))
-        if profile.get('data_parallel_size', 1) > 1:
+        if data_parallel(profile) > 1:
             # A whole replica per node (issue 50): vLLM's multi-node data parallelism, one engine per node, the
             # API server and the DP coordinator with rank 0; the others join at the head's address (X1).
             argv.extend(['--data-parallel-size', str(profile['data_parallel_size']), '--data-parallel-size-local', '1',
