@@ -106,6 +106,17 @@ def boot_id(host):
     return on_host(host, "cat", "/run/gb10-boot-id").strip()
 
 
+def assert_only_the_leaked_node_rebooted(recovery, node, boots):
+    """The watchdog's recovery found the leak on `node` alone, only that node was asked to reboot and
+    rebooted (its boot identity changed and no other's; boots: {host: boot_id} before the fault), and
+    the engine it started again gave the known answer."""
+    assert recovery["memory"][node]["state"] == "leaked", recovery["memory"]
+    assert set(recovery["rebooted"]) == {node}, recovery["rebooted"]
+    after = {h: boot_id(h) for h in boots}
+    assert [h for h in boots if after[h] != boots[h]] == [node], (boots, after)
+    assert TINY_ANSWER.strip() in recovery["answer"], recovery
+
+
 def kill_container_init(host, container):
     """End a serving container under its rank, as a crash or the kernel's OOM killer does: its init
     killed on the node (not a `docker kill`, after which Docker would not start it again). The
