@@ -69,7 +69,7 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
             '--gpu-memory-utilization', _value(profile['gpu_memory_utilization'])]
     if pipeline(profile) > 1:
         # Stages of whole layers, one per node (issue 50: three Sparks where heads do not split by 3).
-        argv.extend(['--pipeline-parallel-size', str(profile['pipeline_parallel_size'])])
+        argv.extend(['--pipeline-parallel-size', str(pipeline(profile))])
     argv.extend(flags(profile['engine_args']))
     argv.extend(flags(profile['size_args']))
     argv.extend(flags(profile['device_args']))
@@ -86,7 +86,7 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
         if data_parallel(profile) > 1:
             # A whole replica per node (issue 50): vLLM's multi-node data parallelism, one engine per node, the
             # API server and the DP coordinator with rank 0; the others join at the head's address (X1).
-            argv.extend(['--data-parallel-size', str(profile['data_parallel_size']), '--data-parallel-size-local', '1',
+            argv.extend(['--data-parallel-size', str(data_parallel(profile)), '--data-parallel-size-local', '1',
                          '--data-parallel-address', head_ip])
             if master_port:
                 argv.extend(['--data-parallel-rpc-port', str(master_port)])
