@@ -57,7 +57,7 @@ VERDICT = "Fail every host where a check found drift"
 
 WATCHDOG_DATA = "/var/lib/gb10/watchdog"  # watchdog_dir's default
 WATCHDOG_CONTAINER = "gb10-watchdog"  # watchdog_container's default
-# The watchdog as the e2e cases run it (test_4a, test_4b), sized for the simulation: a probe every 3 s, a hang after 10 s without a token, one failed probe
+# The watchdog as the e2e cases run it (test_4b, test_4c), sized for the simulation: a probe every 3 s, a hang after 10 s without a token, one failed probe
 # is enough, four recoveries per hour (one per case) within the day's six, a pause of 1 s doubling
 # between them (the pause's growth and the day's bound are unit-tested: a day of long recoveries);
 # the exporters read every 5 s, so a reading after the engine's stop comes soon. The tiny model's

@@ -24,8 +24,9 @@
 
 The watchdog is off on the simulated clusters (inventory/group_vars/gb10_sim.yml: the other fault
 cases would race it); the launch step turns it on here, sized for the simulation. The module runs
-after test_4 and before the TP=3 deploy (test_5), because its last case leaves the engine down
-and spends the budget: the TP=3 deploy's launch removes the watchdog (gb10_watchdog false again).
+after test_4 and before test_4c, because its last case leaves the engine down and spends the
+budget: test_4c's launch with vLLM's own executor starts from there (what an operator does next),
+and the TP=3 deploy's launch (test_5) removes the watchdog (gb10_watchdog false again).
 """
 
 import json
