@@ -15,11 +15,11 @@ test_4b's watchdog left out of budget (its Ray engine down after every start fai
   starts every rank again; then the cluster switches back to Ray by the same clean path, the mp
   ranks stopped gracefully, rank 0 first, then the worker's.
 
-Why this order (the test command's budget, issue 51): a switch from a serving Ray engine to mp and
-back cost about 290 s of the default run, and the graceful stop of a serving Ray engine before its
-containers is what test_4's fault cases already show at TP=2; the mesh (test_5, `full`) switches a
-serving Ray engine to mp and back. The power cut under this executor is test_5's too, on three nodes;
-here it runs in `full` only.
+Why this order (the test command's budget, issue 51): the switch back to Ray cost about 150 s of the
+default run and the power cut under this executor about 75 s (2026-12-04, this 2-core machine); the
+graceful stop of a serving Ray engine before its containers is what test_4's fault cases already
+show at TP=2, and the mesh (test_5, `full`) switches a serving Ray engine to mp and back and cuts
+the power of all three.
 """
 
 import subprocess
