@@ -174,7 +174,11 @@ def test_recover_reboots_only_the_host_the_kill_leaked_then_the_cluster_serves_a
     assert "The cluster does not serve now" in said and "(%s): " % PROFILE in said, said
     command = said.split("(%s): " % PROFILE, 1)[1]
     argv = shlex.split(command)
-    assert os.path.samefile(argv[1], os.path.join(TOP, LAUNCH)) and argv[-1] == "gb10_profile=" + PROFILE, argv
+    assert os.path.samefile(argv[1], os.path.join(TOP, LAUNCH)), argv
+    # The launch that served, with the variables that selected it beside the profile (here the
+    # simulated inventory's overlay; an executor or a site's recipes chosen with -e the same way).
+    assert argv[argv.index("gb10_profile=" + PROFILE) - 1] == "-e", argv
+    assert argv[argv.index("gb10_profile_overlay=sim-cpu") - 1] == "-e", argv
     deployed = paste(command, user_env(tmp_path), timeout=3000)
 
     assert deployed.returncode == 0, deployed.stdout[-4000:]
