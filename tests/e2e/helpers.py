@@ -158,9 +158,9 @@ def engine_process(head):
     return lines[0], lines[1], lines[2:]
 
 
-def healthy(head):
-    """The engine's /health from inside the head container (no key needed)."""
-    out = subprocess.run(["docker", "exec", head, "docker", "exec", HEAD, "python3", "-c",
+def healthy(head, container=HEAD):
+    """The engine's /health from inside the head's serving container (no key needed)."""
+    out = subprocess.run(["docker", "exec", head, "docker", "exec", container, "python3", "-c",
                           "import urllib.request; print(urllib.request.urlopen("
                           "'http://127.0.0.1:%d/health', timeout=10).status)" % PORT],
                          capture_output=True, text=True, timeout=60, check=False)
