@@ -5,6 +5,7 @@ printed command as a user would, and one-role playbooks. One home for these, so 
 module imports another (issue 28).
 """
 
+import contextlib
 import json
 import os
 import re
@@ -36,7 +37,8 @@ MP_WORKER = "gb10-vllm-worker"  # gb10_mp_worker_container's default
 # minimax-m3-nvfp4.yml. Clients reach it only through the API gateway (roles/api_gateway, A1).
 PORT = 8000
 API_PORT = 8443  # gb10_api_port's default: the gateway on the head
-ENGINE_LOG = "/var/lib/gb10-engine/engine.log"  # in vllm_serve_state_dir (roles/vllm_serve/vars)
+ENGINE_STATE = "/var/lib/gb10-engine"  # vllm_serve_state_dir (roles/vllm_serve/vars): pid, launch, log
+ENGINE_LOG = ENGINE_STATE + "/engine.log"
 # vllm_serve's rescue collects every node's logs (H9), then fails with what failed (roles/vllm_serve).
 LOGS_TASK = "Fail with what went wrong and where the logs are"
 # Every stop of a serving node goes through these, the engine's first (H4: roles/leak_recovery).
@@ -115,6 +117,29 @@ def assert_only_the_leaked_node_rebooted(recovery, node, boots):
     after = {h: boot_id(h) for h in boots}
     assert [h for h in boots if after[h] != boots[h]] == [node], (boots, after)
     assert TINY_ANSWER.strip() in recovery["answer"], recovery
+
+
+@contextlib.contextmanager
+def engine_port_held(head, container):
+    """Every start of the engine fails: its port held by a process that closes every connection.
+    The watchdog is paused while the engine (rank 0, in the head's serving container `container`)
+    stops on SIGTERM and the port is taken, so that it meets the fault whole; started again, it
+    runs inside the block (the time it started is what the block gets). The port is freed after."""
+    on_host(head, "docker", "stop", WATCHDOG_CONTAINER)
+    on_host(head, "docker", "exec", container, "sh", "-c",
+            'p=$(cat %s/pid); kill -TERM "$p"; while kill -0 "$p" 2>/dev/null; do sleep 1; done' % ENGINE_STATE)
+    squatter = subprocess.Popen(["docker", "exec", head, "python3", "-c",
+                                 "import socket, time; s = socket.socket(); "
+                                 "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', %d)); "
+                                 "s.listen(64); s.settimeout(600)\nwhile True: s.accept()[0].close()" % PORT])
+    try:
+        time.sleep(1)
+        started = time.time()
+        on_host(head, "docker", "start", WATCHDOG_CONTAINER)
+        yield started
+    finally:
+        squatter.kill()
+        subprocess.run(["docker", "exec", head, "pkill", "-f", "s.bind"], check=False, timeout=30)
 
 
 def kill_container_init(host, container):

@@ -39,9 +39,9 @@ import urllib.request
 
 import pytest
 
-from .helpers import (HEAD, LAUNCH, PORT, SUMMARY_TASK, TINY_ANSWER, WORKER, WATCHDOG_CONTAINER as CONTAINER,
+from .helpers import (HEAD, LAUNCH, SUMMARY_TASK, TINY_ANSWER, WORKER, WATCHDOG_CONTAINER as CONTAINER,
                       WATCHDOG_DATA as DATA, WATCHDOG_SETTINGS as SETTINGS, api_client, assert_succeeded, boot_id,
-                      drift, drift_answers, findings, healthy, kill_container_init, ok_results, on_host,
+                      drift, drift_answers, engine_port_held, findings, healthy, kill_container_init, ok_results, on_host,
                       recovery_since, wait_for, watchdog_log, watchdog_state as state)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
@@ -278,18 +278,7 @@ def test_an_engine_killed_with_its_container_leaks_there_and_only_that_node_rebo
 def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(watchdog, run_playbook):
     head = watchdog.head
     # Every start of the engine fails: its port is held by a process that closes every connection.
-    # Paused while the engine stops and the port is taken, so the watchdog meets the fault whole.
-    on_host(head, "docker", "stop", CONTAINER)
-    on_host(head, "docker", "exec", HEAD, "sh", "-c",
-            'p=$(cat /var/lib/gb10-engine/pid); kill -TERM "$p"; while kill -0 "$p" 2>/dev/null; do sleep 1; done')
-    squatter = subprocess.Popen(["docker", "exec", head, "python3", "-c",
-                                 "import socket, time; s = socket.socket(); "
-                                 "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', %d)); "
-                                 "s.listen(64); s.settimeout(600)\nwhile True: s.accept()[0].close()" % PORT])
-    try:
-        time.sleep(1)
-        on_host(head, "docker", "start", CONTAINER)
-
+    with engine_port_held(head, HEAD):
         spent = wait_for("the budget spent", lambda: state(head)["status"] == "out_of_budget" and state(head), 240)
         # What the budget had left was tried, and failed: the relaunched engine exited.
         assert len(spent["recoveries"]) == SETTINGS["watchdog_max_restarts"], spent
@@ -319,6 +308,3 @@ def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(w
         message = [answer["finding"] for host, unused_task, answer in drift_answers(result)
                    if host == head and answer["rule"] == "O4"]
         assert message and "gave up: %d recoveries within 3600 s" % SETTINGS["watchdog_max_restarts"] in message[0], message
-    finally:
-        squatter.kill()
-        subprocess.run(["docker", "exec", head, "pkill", "-f", "s.bind"], check=False, timeout=30)

@@ -31,15 +31,14 @@ import time
 
 import pytest
 
-from .helpers import (ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER, PORT, RANK_STOP_TASK,
-                      TINY_ANSWER, WATCHDOG_CONTAINER, WATCHDOG_DATA, WATCHDOG_SETTINGS, WORKER, api_client, assert_succeeded, drift,
-                      engine_stops, findings, healthy, leaks, on_host, recovery_since, serves, wait_for,
-                      watchdog_log, watchdog_state)
+from .helpers import (ENGINE_STATE, ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER,
+                      RANK_STOP_TASK, TINY_ANSWER, WATCHDOG_DATA, WATCHDOG_SETTINGS, WORKER, api_client,
+                      assert_succeeded, drift, engine_port_held, engine_stops, findings, healthy, leaks, on_host,
+                      recovery_since, serves, wait_for, watchdog_log, watchdog_state)
 
 pytestmark = pytest.mark.rule("X2")
 
 MP = dict(WATCHDOG_SETTINGS, gb10_executor="mp")
-STATE = "/var/lib/gb10-engine"  # vllm_serve_state_dir
 RAY_PROCESSES = ("raylet", "gcs_server", "plasma", "ray::")
 
 
@@ -56,12 +55,12 @@ def running(host):
 def rank_argv(host, container):
     """argv of the rank whose pid the launch script wrote in that serving container."""
     out = on_host(host, "docker", "exec", container, "sh", "-c",
-                  'tr "\\0" "\\n" < /proc/$(cat %s/pid)/cmdline' % STATE)
+                  'tr "\\0" "\\n" < /proc/$(cat %s/pid)/cmdline' % ENGINE_STATE)
     return out.splitlines()
 
 
 def rank_pid(host, container):
-    return on_host(host, "docker", "exec", container, "cat", STATE + "/pid").strip()
+    return on_host(host, "docker", "exec", container, "cat", ENGINE_STATE + "/pid").strip()
 
 
 def ray_processes(host):
@@ -127,48 +126,41 @@ def test_a_cluster_whose_watchdog_gave_up_switches_to_vllms_own_executor_by_the_
     assert state["status"] != "out_of_budget" and state["recoveries"] == [], state
 
 
-@pytest.mark.rule("O4", "X3")
-def test_a_stalled_headless_rank_is_found_and_every_rank_starts_again(sim_cluster):
-    cluster = sim_cluster
+def stall_until_recovered(cluster, host, container):
+    """The worker process of the rank in `container` on `host` stops (SIGSTOP: there, answering
+    nothing): the API on the head still says healthy, generation hangs on both nodes. The
+    watchdog's recovery that ends serving: found as a hang, rank 0 stopped first, then the worker's
+    rank through the cluster SSH gate, each on SIGTERM (H4), every rank started again and the known
+    answer checked."""
     head, worker = cluster.head, cluster.hosts[1]
     serving_watchdog(head)
     pids = rank_pid(head, MP_HEAD), rank_pid(worker, MP_WORKER)
 
-    # The worker's rank stops computing (its worker process stopped): the API on the head still
-    # says healthy, generation hangs.
-    on_host(worker, "docker", "exec", MP_WORKER, "pkill", "-STOP", "-f", "^VLLM::Worker")
+    on_host(host, "docker", "exec", container, "pkill", "-STOP", "-f", "^VLLM::Worker")
     stalled = time.time()
+    assert healthy(head, MP_HEAD)  # what a health check alone misses
 
-    recovery = recovery_since(head, stalled, "a recovery of the stalled rank that ends serving", 240)
+    recovery = recovery_since(head, stalled, "a recovery of the stalled rank on %s that ends serving" % host, 240)
     assert recovery["reason"] == "hang", recovery
-    # Rank 0 first, then the worker's through the cluster SSH gate, each stopping on SIGTERM (H4).
     assert recovery["stopped"] == "stopped; %s: stopped" % worker, recovery
     assert TINY_ANSWER.strip() in recovery["answer"], recovery
     assert (rank_pid(head, MP_HEAD), rank_pid(worker, MP_WORKER)) != pids
-    assert "with the ranks on %s" % worker in watchdog_log(head)
+    return recovery
+
+
+@pytest.mark.rule("O4", "X3")
+def test_a_stalled_headless_rank_is_found_and_every_rank_starts_again(sim_cluster):
+    worker = sim_cluster.hosts[1]
+    stall_until_recovered(sim_cluster, worker, MP_WORKER)
+    assert "with the ranks on %s" % worker in watchdog_log(sim_cluster.head)
 
 
 @pytest.mark.rule("O4", "X3")
 @pytest.mark.full
 def test_a_stalled_rank_on_the_head_is_found_and_every_rank_starts_again(sim_cluster):
-    cluster = sim_cluster
-    head, worker = cluster.head, cluster.hosts[1]
-    serving_watchdog(head)
-    pids = rank_pid(head, MP_HEAD), rank_pid(worker, MP_WORKER)
-
-    # Rank 0's own worker process stops beside the API server that still answers /health: the
-    # worker's rank waits on it in the collective, and generation hangs on both nodes.
-    on_host(head, "docker", "exec", MP_HEAD, "pkill", "-STOP", "-f", "^VLLM::Worker")
-    stalled = time.time()
-    assert healthy(head, MP_HEAD)  # what a health check alone misses
-
-    recovery = recovery_since(head, stalled, "a recovery of the stalled rank 0 that ends serving", 240)
-    assert recovery["reason"] == "hang", recovery
-    # Rank 0 stopped first, with its stopped worker, then the worker's rank through the gate (H4).
-    assert recovery["stopped"] == "stopped; %s: stopped" % worker, recovery
-    assert TINY_ANSWER.strip() in recovery["answer"], recovery
-    assert (rank_pid(head, MP_HEAD), rank_pid(worker, MP_WORKER)) != pids
-    assert serves_mp(cluster)
+    # Rank 0's own worker process, beside the API server: the worker's rank waits on it.
+    stall_until_recovered(sim_cluster, sim_cluster.head, MP_HEAD)
+    assert serves_mp(sim_cluster)
 
 
 @pytest.mark.rule("O2", "O3")
@@ -214,19 +206,8 @@ def test_an_mp_engine_that_fails_on_every_start_spends_the_budget(sim_cluster):
     cluster = sim_cluster
     head, worker = cluster.head, cluster.hosts[1]
     serving_watchdog(head)
-    # As test_4b's budget case under Ray: rank 0's port held by a process that closes every
-    # connection, rank 0 stopped while the watchdog is paused, so it meets the fault whole.
-    on_host(head, "docker", "stop", WATCHDOG_CONTAINER)
-    on_host(head, "docker", "exec", MP_HEAD, "sh", "-c",
-            'p=$(cat %s/pid); kill -TERM "$p"; while kill -0 "$p" 2>/dev/null; do sleep 1; done' % STATE)
-    squatter = subprocess.Popen(["docker", "exec", head, "python3", "-c",
-                                 "import socket, time; s = socket.socket(); "
-                                 "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', %d)); "
-                                 "s.listen(64); s.settimeout(600)\nwhile True: s.accept()[0].close()" % PORT])
-    try:
-        time.sleep(1)
-        faulted = time.time()
-        on_host(head, "docker", "start", WATCHDOG_CONTAINER)
+    # As test_4b's budget case under Ray: rank 0's port held, so every start fails.
+    with engine_port_held(head, MP_HEAD) as faulted:
         budget = WATCHDOG_SETTINGS["watchdog_max_restarts"]
         spent = wait_for("the budget spent", lambda: watchdog_state(head)["status"] == "out_of_budget"
                          and watchdog_state(head), 300)
@@ -246,9 +227,6 @@ def test_an_mp_engine_that_fails_on_every_start_spends_the_budget(sim_cluster):
         wait_for("two more probes", lambda: watchdog_state(head)["last_probe"]["at"] > probed + 5, 60)
         assert len(watchdog_state(head)["recoveries"]) == budget
         assert "OUT OF BUDGET" in watchdog_log(head)
-    finally:
-        squatter.kill()
-        subprocess.run(["docker", "exec", head, "pkill", "-f", "s.bind"], check=False, timeout=30)
 
 
 @pytest.mark.rule("O1", "X3", "H4")
