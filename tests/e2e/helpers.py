@@ -94,6 +94,14 @@ def wait_for(what, check, timeout):
     raise AssertionError("not within %d s: %s" % (timeout, what))
 
 
+def budget_spent(head, timeout):
+    """The watchdog's state once it gave up (its restart budget spent), one read per look."""
+    def spent():
+        seen = watchdog_state(head)
+        return seen if seen["status"] == "out_of_budget" else None
+    return wait_for("the budget spent", spent, timeout)
+
+
 def recovery_since(head, since, what, timeout):
     """The watchdog's last recovery once one that started after `since` ended serving (bounded wait)."""
     def recovered():

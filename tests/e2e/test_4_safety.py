@@ -57,7 +57,7 @@ import pytest
 import yaml
 
 from .conftest import sim
-from .helpers import (CONTAINER_STOP_TASK, ENGINE_STOP_TASK, HEAD, engine_stops, KNOWN_ANSWER_TASK, LAUNCH, LOGS_TASK, PLAYBOOK,
+from .helpers import (CONTAINER_STOP_TASK, DRIFT, ENGINE_STOP_TASK, HEAD, engine_stops, KNOWN_ANSWER_TASK, LAUNCH, LOGS_TASK, PLAYBOOK,
                       API_PORT, PORT, PROFILE, TINY_ANSWER, TOP, WORKER, api_client, api_key, assert_succeeded, drift,
                       finding_messages, findings, gateway_ca, leaks,
                       engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_container_ids, ray_containers,
@@ -646,8 +646,14 @@ def test_a_wrong_expected_answer_fails_the_smoke_test_with_both_answers(sim_clus
     message = failures[(head, LOGS_TASK)]
     assert json.dumps(question) in message and TINY_ANSWER in message, message
     assert "known_answer.expect is \"42\"" in message and "The engine was left running" in message, message
-    # The drift command it prints names what drift.yml needs: the inventory and the profile.
-    assert "-e gb10_profile=%s" % PROFILE in message and sim_cluster.inventory in message, message
+    # The drift command it prints names what drift.yml needs (the inventory, the profile and the
+    # launch's overlay, check mode) and the collection's own drift.yml by its absolute path, so that
+    # it runs when pasted from any directory.
+    argv = shlex.split(re.search(r"`(ansible-playbook [^`]*)`", message).group(1))
+    assert os.path.samefile(argv[1], os.path.join(TOP, DRIFT)) and argv[-1] == "--check", argv
+    assert os.path.samefile(argv[argv.index("-i") + 1], os.path.join(TOP, sim_cluster.inventory)), argv
+    for word in ("gb10_profile=" + PROFILE, "gb10_profile_overlay=sim-cpu"):
+        assert argv[argv.index(word) - 1] == "-e", argv
     assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
 
 
@@ -780,6 +786,10 @@ def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_nami
     assert "but the profile's transport is roce: NCCL found no usable RoCE device" in message, message
     assert ("Likely cause: the Ray container %s has no /dev/infiniband device, no IPC_LOCK capability" % HEAD) in message
     assert "The engine was left running" in message and healthy(head), message
+    # Its fix names the collection's own teardown.yml by its absolute path and the run's inventory.
+    argv = shlex.split(re.search(r"`(ansible-playbook [^`]*)`", message).group(1))
+    assert os.path.samefile(argv[1], os.path.join(TOP, "playbooks", "teardown.yml")), argv
+    assert argv[2] == "-i" and os.path.samefile(argv[3], os.path.join(TOP, sim_cluster.inventory)), argv
 
 
 @pytest.mark.rule("H4")

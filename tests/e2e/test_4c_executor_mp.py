@@ -33,7 +33,7 @@ import pytest
 
 from .helpers import (ENGINE_STATE, ENGINE_STOP_TASK, HEAD, KNOWN_ANSWER_TASK, LAUNCH, MP_HEAD, MP_WORKER,
                       RANK_STOP_TASK, TINY_ANSWER, WATCHDOG_DATA, WATCHDOG_SETTINGS, WORKER, api_client,
-                      assert_succeeded, drift, engine_port_held, engine_stops, findings, healthy, leaks, on_host,
+                      assert_succeeded, budget_spent, drift, engine_port_held, engine_stops, findings, healthy, leaks, on_host,
                       recovery_since, serves, wait_for, watchdog_log, watchdog_state)
 
 pytestmark = pytest.mark.rule("X2")
@@ -209,8 +209,7 @@ def test_an_mp_engine_that_fails_on_every_start_spends_the_budget(sim_cluster):
     # As test_4b's budget case under Ray: rank 0's port held, so every start fails.
     with engine_port_held(head, MP_HEAD) as faulted:
         budget = WATCHDOG_SETTINGS["watchdog_max_restarts"]
-        spent = wait_for("the budget spent", lambda: watchdog_state(head)["status"] == "out_of_budget"
-                         and watchdog_state(head), 300)
+        spent = budget_spent(head, 300)
         recoveries = [json.loads(on_host(head, "cat", path))
                       for path in on_host(head, "sh", "-c", "ls -d %s/incidents/*/recovery.json" % WATCHDOG_DATA).split()]
         # What the budget had left (the recoveries of this launch before it count: the stalls and
