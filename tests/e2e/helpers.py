@@ -291,6 +291,13 @@ def failure_messages(result, task):
     return out
 
 
+def printed_playbook_command(message):
+    """The argv of the ansible-playbook command a message prints in backticks, split as a shell would."""
+    command = re.search(r"`(ansible-playbook [^`]*)`", message)
+    assert command, message
+    return shlex.split(command.group(1))
+
+
 def link_figures(line):
     """{host: busbw Gb/s}, the TCP figure and the report path of a link check summary line."""
     busbw = {host: float(gbit) for host, gbit in re.findall(r"(\S+) ([0-9.]+) Gb/s(?:,| all-reduce)", line)}

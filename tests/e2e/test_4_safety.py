@@ -60,7 +60,8 @@ from .conftest import sim
 from .helpers import (CONTAINER_STOP_TASK, DRIFT, ENGINE_STOP_TASK, HEAD, engine_stops, KNOWN_ANSWER_TASK, LAUNCH, LOGS_TASK, PLAYBOOK,
                       API_PORT, PORT, PROFILE, TINY_ANSWER, TOP, WORKER, api_client, api_key, assert_succeeded, drift,
                       finding_messages, findings, gateway_ca, leaks,
-                      engine_process, failure_messages, healthy, link_figures, on_host, paste, ray_container_ids, ray_containers,
+                      engine_process, failure_messages, healthy, link_figures, on_host, paste, printed_playbook_command,
+                      ray_container_ids, ray_containers,
                       role_playbook, run_text, user_env, when_task_starts)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
@@ -649,7 +650,7 @@ def test_a_wrong_expected_answer_fails_the_smoke_test_with_both_answers(sim_clus
     # The drift command it prints names what drift.yml needs (the inventory, the profile and the
     # launch's overlay, check mode) and the collection's own drift.yml by its absolute path, so that
     # it runs when pasted from any directory.
-    argv = shlex.split(re.search(r"`(ansible-playbook [^`]*)`", message).group(1))
+    argv = printed_playbook_command(message)
     assert os.path.samefile(argv[1], os.path.join(TOP, DRIFT)) and argv[-1] == "--check", argv
     assert os.path.samefile(argv[argv.index("-i") + 1], os.path.join(TOP, sim_cluster.inventory)), argv
     for word in ("gb10_profile=" + PROFILE, "gb10_profile_overlay=sim-cpu"):
@@ -787,7 +788,7 @@ def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_nami
     assert ("Likely cause: the Ray container %s has no /dev/infiniband device, no IPC_LOCK capability" % HEAD) in message
     assert "The engine was left running" in message and healthy(head), message
     # Its fix names the collection's own teardown.yml by its absolute path and the run's inventory.
-    argv = shlex.split(re.search(r"`(ansible-playbook [^`]*)`", message).group(1))
+    argv = printed_playbook_command(message)
     assert os.path.samefile(argv[1], os.path.join(TOP, "playbooks", "teardown.yml")), argv
     assert argv[2] == "-i" and os.path.samefile(argv[3], os.path.join(TOP, sim_cluster.inventory)), argv
 
