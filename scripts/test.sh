@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite from a clean clone: installs what it needs (Python packages from PyPI,
 # Debian's docker.io and debootstrap, a local test image), then runs these (the checks up to
-# engine in two lanes beside molecule, see `lanes` below; e2e after them):
+# engine in two lanes, beside them molecule and e2e in lanes of their own, e2e first on the CPU;
+# see `lanes` below):
 #   lint      ansible-lint, production profile
 #   sanity    ansible-test sanity on a copy laid out as ansible_collections/gb10/serving
 #   publish   the built tarball as Galaxy would take it: no leftovers shipped, galaxy-importer
@@ -14,7 +15,7 @@
 #             2-Spark cluster (deploy TP=2, re-run, drift, recover, exposure, faults, watchdog),
 #             then teardown
 # Slower, not in the default run (the budget: 30 minutes on 2 cores, CI's hard limit 90):
-#   molecule-sim  the scenarios that need the simulation: its cluster (ray_cluster, vllm_serve, watchdog; the
+#   molecule-sim  (after the lanes) the scenarios that need the simulation: its cluster (ray_cluster, vllm_serve, watchdog; the
 #                 e2e stage runs the same roles on the same cluster through deploy-m27.yml) or its
 #                 serving image (link_check: both ranks on this machine's Docker)
 #   e2e cases marked `full` (pytest.ini): link and registry faults that a role run alone shows,
@@ -24,6 +25,11 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+# The whole machine's busy CPU time over the run (/proc/stat: user, nice, system, irq, softirq),
+# printed at the end beside the wall time: a run cannot end sooner than that work over the cores,
+# however its stages overlap.
+cpu_busy_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+cpu_busy_start=$(cpu_busy_ticks)
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint sanity publish unit engine molecule e2e)
 e2e_filter=(-m "not full")
@@ -55,15 +61,20 @@ if [ "$needs_docker" = 1 ]; then
   # image layers, which overlap the checks; where they are built it takes seconds.
   if [[ " ${stages[*]} " == *" e2e "* || " ${stages[*]} " == *" molecule-sim "* ]]; then
     mkdir -p tests/output
-    .venv/bin/python tests/sim/cluster.py images >tests/output/sim-images.log 2>&1 &
+    rm -f tests/output/sim-images.rc
+    (rc=0; .venv/bin/python tests/sim/cluster.py images >tests/output/sim-images.log 2>&1 || rc=$?
+     echo "$rc" >tests/output/sim-images.rc) &
     sim_images_pid=$!
   fi
 fi
 
+# The e2e lane is a subshell, and `wait` waits only for a shell's own children: the build writes
+# its exit status to a file, read once it is there or the job is gone (bounded by the build itself).
 wait_sim_images() {
   [ -n "$sim_images_pid" ] || return 0
   local started=$SECONDS
-  if ! wait "$sim_images_pid"; then
+  while [ ! -s tests/output/sim-images.rc ] && kill -0 "$sim_images_pid" 2>/dev/null; do sleep 2; done
+  if [ "$(cat tests/output/sim-images.rc 2>/dev/null)" != 0 ]; then
     echo "the simulation's images did not build; end of tests/output/sim-images.log:"; tail -n 60 tests/output/sim-images.log
     return 1
   fi
@@ -114,10 +125,6 @@ run_engine() {
 
 # The longest scenarios (measured: 4-10 minutes each under 3 jobs, the rest 1-4) start first, so
 # that the stage does not end on one of them running alone.
-# Not beside e2e: tried (2026-11-27, molecule at nice 10 while e2e ran), the first deploy's plays
-# took 2.5-4x as long (host prep 22 -> 79 s) and the simulated link's all-reduce fell under its
-# floor (1.3 Gb/s against 1.5): the scenarios' work runs in their containers, which nice does not
-# reach, and e2e's Ansible is as CPU-bound as theirs.
 molecule_longest=(preflight serving_image cluster_link leak_recovery)
 
 run_molecule() {
@@ -126,8 +133,11 @@ run_molecule() {
     scenario=$(basename "$scenario")
     [[ " ${sim_scenarios[*]} ${molecule_longest[*]} " == *" $scenario "* ]] || scenarios+=("$scenario")
   done
-  # GB10_MOLECULE_JOBS scenarios at a time (default 3): a scenario mostly waits on docker exec
-  # round trips, and each has its own hosts and network. Each one's output goes to
+  # GB10_MOLECULE_JOBS scenarios at a time (default 3, 1 beside e2e): a scenario mostly waits on
+  # docker exec round trips, and each has its own hosts and network. Beside e2e one at a time
+  # still ends well before e2e (three at a time ended at 1292 s of e2e's 2534 on 2026-12-05), and
+  # the Docker engine's own work for them (docker exec, not reached by nice or the CPU weight)
+  # slowed e2e's first deploy to twice its time. Each one's output goes to
   # tests/output/molecule/<scenario>.log; a failure prints its end and stops the stage.
   mkdir -p tests/output/molecule
   printf '%s\n' "${scenarios[@]}" | xargs -P "${GB10_MOLECULE_JOBS:-3}" -I{} bash -c '
@@ -157,15 +167,24 @@ run_e2e() {
 
 # The checks before the Docker stages are single-threaded Python: two lanes of them run side by
 # side on a 2-core machine (each stage's output in tests/output/stages/<stage>.log, printed when it
-# ends), and molecule, when asked for with them, in a third lane beside them. Any other stage runs
-# alone, in order.
+# ends), and molecule and e2e, when asked for with them, in lanes of their own beside them. Any
+# other stage runs alone, in order, after the lanes.
 # Measured on an idle 2-core machine that ran them before: lint 161 s, unit 121, sanity 136,
 # publish 20, engine 25 (300 more where its venv is not cached yet, scripts/engine-venv.sh).
 # Molecule beside the checks (2026-12-04, the same 2-core machine, both cached): the checks 304 s
 # and molecule 877 s side by side, against 270 s and then 817 s one after the other: 210 s less.
-# Not so for e2e beside molecule (see run_molecule).
+# e2e is the longest stage and about 40 % idle (engine start-ups, the watchdog's deadlines, the
+# controller between tasks), so it runs beside them too, ahead of them on the CPU: the other lanes
+# at nice 19, and molecule's test hosts with a CPU weight of 2 against Docker's default 1024 for the
+# simulated Sparks (GB10_MOLECULE_CPU_SHARES, tests/molecule/create.yml), since nice does not reach
+# the work inside containers. Tried without that weight (2026-11-27, molecule at nice 10), the first
+# deploy's plays took 2.5-4x as long and the simulated link's all-reduce fell under its floor (1.3
+# Gb/s against 1.5); with it (2026-12-05) the deploy took 1.37x as long beside the whole molecule
+# stage and the link measured 5.0 Gb/s, and the whole run took 2493 s on a clean clone against
+# 2642 s with e2e after the others (BENCHMARKS.md, session 34).
 lanes=("lint unit" "sanity publish engine")
 [[ " ${stages[*]} " == *" molecule "* ]] && lanes+=("molecule")
+[[ " ${stages[*]} " == *" e2e "* ]] && lanes+=("e2e")
 stage_log=tests/output/stages
 mkdir -p "$stage_log"
 times=()
@@ -180,6 +199,10 @@ run_stage() {
 
 run_lane() {
   local s rc
+  if [[ " ${lanes[*]} " == *" e2e "* && "$1" != e2e ]]; then
+    renice -n 19 -p "$BASHPID" >/dev/null
+    export GB10_MOLECULE_CPU_SHARES=2 GB10_MOLECULE_JOBS=${GB10_MOLECULE_JOBS:-1}
+  fi
   for s in "$@"; do
     rc=0
     # A job of its own, not `run_stage || ...`: a function called in a test ignores set -e.
@@ -226,4 +249,6 @@ for s in "${rest[@]}"; do
 done
 echo "##### stage times (s):"
 printf '#####   %s\n' "${times[@]}"
+cpu_busy=$((($(cpu_busy_ticks) - cpu_busy_start) / $(getconf CLK_TCK)))
+echo "##### CPU: $cpu_busy core-seconds busy in $SECONDS s on $(nproc) cores (at least $((cpu_busy / $(nproc))) s of wall time)"
 echo "##### all stages passed in $SECONDS s: ${stages[*]}"
