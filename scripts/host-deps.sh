@@ -12,6 +12,8 @@ command -v rsync >/dev/null 2>&1 || need+=(rsync)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 # The tests of role serving_image build stand-in NCCL libraries (tests/sim/images/serving/libnccl_standin.c).
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+# scripts/test.sh stops the other lanes' processes when one fails (pgrep finds them).
+command -v pgrep >/dev/null 2>&1 || need+=(procps)
 if [ ${#need[@]} -gt 0 ]; then
   echo "host-deps: installing ${need[*]}"
   apt-get update -qq

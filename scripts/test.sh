@@ -213,6 +213,27 @@ run_lane() {
   done
 }
 
+# Every process under the given ones, each stopped (SIGSTOP) as it is found so that none forks
+# another meanwhile, then ended (SIGTERM, then SIGCONT to deliver it). Containers the stages made
+# (molecule's test hosts, the simulated cluster) stay, as after any failed run: the next run's
+# create steps replace them.
+freeze_tree() {
+  local child
+  kill -STOP "$1" 2>/dev/null || return 0
+  echo "$1"
+  for child in $(pgrep -P "$1"); do freeze_tree "$child"; done
+}
+
+stop_trees() {
+  local pid procs=()
+  for pid in "$@"; do
+    mapfile -t -O "${#procs[@]}" procs < <(freeze_tree "$pid")
+  done
+  [ ${#procs[@]} = 0 ] && return 0
+  kill -TERM "${procs[@]}" 2>/dev/null || true
+  kill -CONT "${procs[@]}" 2>/dev/null || true
+}
+
 requested=" ${stages[*]} "
 laned=1
 for lane in "${lanes[@]}"; do
@@ -227,9 +248,22 @@ if [ "$laned" = 1 ]; then
     run_lane $lane &
     pids+=($!)
   done
-  failed=0
-  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-  [ "$failed" = 0 ] || exit 1
+  # The first lane that fails stops the others (their stages so far are in $stage_log): a failed run
+  # does not land, so it should not spend the longest lane's time finding that out (`wait -n -p`: bash 5.1+).
+  running=("${pids[@]}")
+  while [ ${#running[@]} -gt 0 ]; do
+    rc=0
+    wait -n -p ended "${running[@]}" || rc=$?
+    left=()
+    for pid in "${running[@]}"; do [ "$pid" = "$ended" ] || left+=("$pid"); done
+    running=("${left[@]}")
+    if [ "$rc" != 0 ]; then
+      [ ${#running[@]} = 0 ] || echo "##### a lane failed: stopping the others (their output so far: $stage_log/)"
+      stop_trees "${running[@]}" $sim_images_pid
+      wait "${running[@]}" 2>/dev/null || true
+      exit 1
+    fi
+  done
   for lane in "${lanes[@]}"; do
     for s in $lane; do
       times+=("$s $(sed -n "s/^##### stage $s passed in \([0-9]*\) s$/\1/p" "$stage_log/$s.log") (in a lane)")
