@@ -259,7 +259,10 @@ if [ "$laned" = 1 ]; then
     running=("${left[@]}")
     if [ "$rc" != 0 ]; then
       [ ${#running[@]} = 0 ] || echo "##### a lane failed: stopping the others (their output so far: $stage_log/)"
-      stop_trees "${running[@]}" $sim_images_pid
+      # The images' build too, while it has not written its status (after that its pid may be another's).
+      images=()
+      [ -z "$sim_images_pid" ] || [ -s tests/output/sim-images.rc ] || images=("$sim_images_pid")
+      stop_trees "${running[@]}" "${images[@]}"
       wait "${running[@]}" 2>/dev/null || true
       exit 1
     fi
