@@ -47,6 +47,12 @@ options:
       - The node's whole unified pool (MemTotal), GiB; defaults to O(budget_gib). What a warm node keeps (H10)
         is judged on it, as CUDA sees all of it once a capping override is gone (H2).
     type: float
+  executor:
+    description:
+      - C(ray) or C(mp) (C(gb10_executor)). The start needs Ray's object store free only under Ray;
+        the warm figure (H10) keeps it either way, and the plan's C(object_store_note) says why.
+    type: str
+    default: ray
 '''
 
 EXAMPLES = r'''
@@ -89,12 +95,12 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.gb10.serving.plugins.module_utils.fit import FitError, fit_plan
 
 
-def _fit_plan(profile, budget_gib=None, free_gib=None, context=None, shape=None, pool_gib=None):
+def _fit_plan(profile, budget_gib=None, free_gib=None, context=None, shape=None, pool_gib=None, executor='ray'):
     try:
         return fit_plan(profile, float(budget_gib) if budget_gib is not None else None,
                         free_gib=None if free_gib in (None, '') else float(free_gib),
                         context=context or None, shape=shape or None,
-                        pool_gib=None if pool_gib in (None, '') else float(pool_gib))
+                        pool_gib=None if pool_gib in (None, '') else float(pool_gib), executor=executor or 'ray')
     except (FitError, KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError('fit_plan: %s' % to_native(exc))
 

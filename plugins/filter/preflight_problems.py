@@ -65,6 +65,10 @@ options:
         inventory), printed when a node whose memory leaked (H4) is why the profile does not fit.
     type: str
     default: null
+  executor:
+    description: C(ray) or C(mp) (C(gb10_executor)); the fit counts Ray's object store in the start only under Ray.
+    type: str
+    default: ray
 '''
 
 EXAMPLES = r'''
@@ -91,13 +95,14 @@ from ansible_collections.gb10.serving.plugins.module_utils.preflight import (
 
 
 def _preflight_problems(profile, nodes=None, engine=None, shape=None, ceiling=UTILIZATION_CEILING,
-                        min_link_mbps=MIN_CLUSTER_LINK_MBPS, group='gb10_cluster', recover_command=None):
+                        min_link_mbps=MIN_CLUSTER_LINK_MBPS, group='gb10_cluster', recover_command=None,
+                        executor='ray'):
     if not isinstance(nodes, list):
         raise AnsibleFilterError('preflight_problems: nodes must be a list of per-host facts')
     try:
         return preflight_problems(profile, nodes, engine=engine or None, shape=shape or None,
                                   ceiling=float(ceiling), min_link_mbps=int(min_link_mbps), group=group,
-                                  recover_command=recover_command or None)
+                                  recover_command=recover_command or None, executor=executor or 'ray')
     except (KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError('preflight_problems: malformed input: %s' % to_native(exc))
 

@@ -119,7 +119,7 @@ def oom_guard_threshold(warm_available_gib, share=OOM_GUARD_SHARE, floor_gib=OOM
             'ok': threshold <= warm_available_gib * share}
 
 
-def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_gib=None):
+def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_gib=None, executor='ray'):
     """Plan the memory of the poorest node.
 
     budget_gib: memory CUDA sees on that node (~119.7 GiB on a Spark with rule H2 applied).
@@ -130,6 +130,9 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
     pool_gib: the node's whole unified pool (MemTotal), default budget_gib. What a warm node keeps
       (H10) is judged on it: once host prep has removed an override that caps CUDA (H2), CUDA sees
       all of it and the engine takes its utilization of all of it.
+    executor: 'ray' or 'mp' (vLLM's own multi-node executor, gb10_executor). Ray's object store is
+      memory the engine's start needs only where Ray runs; the warm figure keeps it either way
+      (object_store_note says why).
     Returns numbers in GiB, 'fits' and a 'reason' that says them.
     """
     if not isinstance(budget_gib, (int, float)) or isinstance(budget_gib, bool) or budget_gib <= 0:
@@ -159,11 +162,14 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
     kv_gib = engine_gib - weights_gib - overhead_gib
     per_token = kv_bytes_per_token_per_node(shape, tp, dtype_bytes, pp)
     context_fits = int(kv_gib * GIB // per_token) if kv_gib > 0 else 0
-    # Ray's object store, counted whichever executor runs (issue 50): vLLM's own multi-node executor
-    # starts none, but the oom guard host prep sizes from this figure (H10) must not depend on the
-    # executor, or a switch by the launch step alone would leave the guard set for the other one.
-    # With mp that is 1-2 GiB of headroom the fit keeps in reserve.
+    # Ray's object store: the start needs it free only where Ray runs (vLLM's own multi-node
+    # executor starts none). The warm figure, which sizes the OOM guard host prep sets (H10), keeps
+    # it whichever executor runs: host prep does not follow the launch step's executor, and a switch
+    # by the launch step alone must not leave the guard set for the other one (1-2 GiB of headroom).
+    if executor not in ('ray', 'mp'):
+        raise FitError("executor must be 'ray' or 'mp' (gb10_executor), got %r" % (executor,))
     object_store_gib = profile['ray']['object_store_memory_bytes'] / GIB
+    start_object_store_gib = object_store_gib if executor == 'ray' else 0.0
     host_gib = profile['fit'].get('host_gib', FIELD_HOST_GIB)
     pool_gib = budget_gib if pool_gib is None else max(pool_gib, budget_gib)
     warm_available_gib = pool_gib * (1 - util) - object_store_gib - host_gib
@@ -188,7 +194,12 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
         'warm_available_gib': _r(warm_available_gib),
         'oom_guard_gib': guard['threshold_gib'],
         'free_gib': None if free_gib is None else _r(free_gib),
-        'needed_free_gib': _r(engine_gib + object_store_gib),
+        'needed_free_gib': _r(engine_gib + start_object_store_gib),
+        'executor': executor,
+        'object_store_note': ('counted in the start (Ray runs) and in the warm figure' if executor == 'ray' else
+                              'not counted in the start (vLLM\'s own executor starts no Ray); kept in the warm '
+                              'figure, which sizes the OOM guard host prep sets whichever executor the launch '
+                              'step runs'),
     }
     numbers = ('%s GB of weights over %s = %.1f GiB per node; node budget %.1f GiB x utilization %.2f = '
                '%.1f GiB for the engine; minus %.1f GiB overhead leaves %.1f GiB for KV at %d bytes/token '
@@ -221,7 +232,7 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
         plan['reason'] = ('the poorest node has %.1f GiB available but the engine needs %.1f GiB (utilization) '
                           '+ %.1f GiB Ray object store: drop the page cache (H3), reboot a node with leaked '
                           'memory (H4), or lower gpu_memory_utilization (H5). %s'
-                          % (free_gib, engine_gib, object_store_gib, numbers))
+                          % (free_gib, engine_gib, start_object_store_gib, numbers))
     else:
         plan['fits'] = True
         plan['reason'] = 'fits (M2): %s.' % numbers

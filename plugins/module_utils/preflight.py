@@ -320,8 +320,12 @@ def check_model(profile, nodes):
     return []
 
 
-def check_memory(profile, nodes, shape=None, recover_command=None):
-    """M2 (and H3-H5): weights + KV for the asked context on the poorest node. A node whose
+def check_memory(profile, nodes, shape=None, recover_command=None, executor='ray'):
+    """M2 (and H3-H5): weights + KV for the asked context on the poorest node. A node's free_gib is
+    its room for the engine (role preflight): what vLLM sizes from on an integrated GPU,
+    MemAvailable (page cache included: the kernel reclaims it, and the launch step drops it), plus
+    what the collection's own running engine holds there, which the launch step frees before a
+    changed launch starts. A node whose
     memory leaked (H4: unified_memory's verdict) is named as such, with the command that frees it,
     when the profile would fit on the memory it has back after that reboot."""
     sized = [n for n in nodes if isinstance((n.get('memory') or {}).get('budget_gib'), (int, float))]
@@ -335,25 +339,26 @@ def check_memory(profile, nodes, shape=None, recover_command=None):
         if not isinstance(free, (int, float)):
             return memory['budget_gib']
         if after_reboot and memory.get('leaked') and isinstance(memory.get('unaccounted_gib'), (int, float)):
-            return min(free + memory['unaccounted_gib'], memory['budget_gib'])
-        return free
+            free += memory['unaccounted_gib']
+        return min(free, memory['budget_gib'])
 
     poorest = min(sized, key=room)
     budget = min(n['memory']['budget_gib'] for n in sized)
-    frees = [n['memory']['free_gib'] for n in sized if isinstance(n['memory'].get('free_gib'), (int, float))]
+    rooms = [room(n) for n in sized if isinstance(n['memory'].get('free_gib'), (int, float))]
     # H10 on the whole pool: CUDA sees all of it once host prep has removed a capping override (H2).
     pools = [n['memory']['pool_gib'] for n in sized if isinstance(n['memory'].get('pool_gib'), (int, float))]
     pool = min(pools) if pools else None
     try:
-        plan = fit_plan(profile, budget, free_gib=min(frees) if frees else None, shape=shape, pool_gib=pool)
+        plan = fit_plan(profile, budget, free_gib=min(rooms) if rooms else None, shape=shape, pool_gib=pool,
+                        executor=executor)
     except FitError as exc:
         return ['host %s: %s' % (poorest['host'], exc)]
     if plan['fits']:
         return []
     leaked = [n for n in sized if n['memory'].get('leaked')]
-    if leaked and frees:
+    if leaked and rooms:
         after = fit_plan(profile, budget, free_gib=min(room(n, after_reboot=True) for n in sized), shape=shape,
-                         pool_gib=pool)
+                         pool_gib=pool, executor=executor)
         if after['fits']:
             return ['host%s %s: unified memory leaked (H4: %s; memory in use that no process, cache or kernel '
                     'counter explains, with no GPU process left, which only a reboot frees), so profile %s '
@@ -361,15 +366,16 @@ def check_memory(profile, nodes, shape=None, recover_command=None):
                     'after the reboot it fits. Fix: %s reboots only the leaked nodes; then run this deploy again.'
                     % ('s' if len(leaked) > 1 else '', _names(leaked),
                        ', '.join('%s %.1f GiB' % (n['host'], n['memory']['unaccounted_gib']) for n in leaked),
-                       profile['name'], min(frees), plan['needed_free_gib'],
+                       profile['name'], min(rooms), plan['needed_free_gib'],
                        recover_command or 'playbooks/recover.yml with this inventory')]
-    return ['host %s (poorest node: %.1f GiB CUDA-visible, %s GiB available): profile %s (gb10_profile) does '
-            'not fit: %s' % (poorest['host'], budget, poorest['memory'].get('free_gib'), profile['name'],
-                             plan['reason'])]
+    return ['host %s (poorest node: %.1f GiB CUDA-visible, %.1f GiB available with what its own engine '
+            'holds): profile %s (gb10_profile) does not fit: %s' % (poorest['host'], budget, room(poorest),
+                                                                   profile['name'], plan['reason'])]
 
 
 def preflight_problems(profile, nodes, engine=None, shape=None, ceiling=UTILIZATION_CEILING,
-                       min_link_mbps=MIN_CLUSTER_LINK_MBPS, group='gb10_cluster', recover_command=None):
+                       min_link_mbps=MIN_CLUSTER_LINK_MBPS, group='gb10_cluster', recover_command=None,
+                       executor='ray'):
     """All problems for this profile on these nodes (first = head), in a stable order. Nodes this
     run did not read are reported by check_run_hosts only; the model and memory checks, which
     need every node, wait until the whole group is in the run."""
@@ -386,5 +392,5 @@ def preflight_problems(profile, nodes, engine=None, shape=None, ceiling=UTILIZAT
         problems += check_rdma(node)
     if len(read) == len(nodes):
         problems += check_model(profile, nodes)
-        problems += check_memory(profile, nodes, shape, recover_command)
+        problems += check_memory(profile, nodes, shape, recover_command, executor)
     return problems

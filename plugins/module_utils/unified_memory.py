@@ -10,16 +10,22 @@ memory) nor the kernel's own bookkeeping (unreclaimable slab, stacks, page table
 field reports also saw the leak only in CUDA's view ("free -g shows plenty of RAM"), so where
 CUDA sees the whole pool CUDA's own gap counts too; the larger of the two is reported.
 
-CUDA's gap is judged against what a clean node shows, not against zero: on a GB10 CUDA's free
-figure (cuMemGetInfo) follows the kernel's MemFree, not MemAvailable, and sits about 9.5 GiB below
-it on a clean, headless node with caches dropped ("CUDA free caps at ~102/121.69 GiB ... headless,
-caches dropped" against ~111 GiB MemAvailable: MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks issue 47,
-jundot/omlx PR 3526; vLLM reads available system memory instead of cudaMemGetInfo on integrated
-GPUs for the same reason, vllm-project/vllm issues 48140 and 35313). Taken as MemAvailable minus
-CUDA free against a fixed 10 GiB, that healthy offset alone sits at the threshold and any
-undroppable page cache tips a clean node into "leaked" and a reboot. So the CUDA gap is
-MemFree - CUDA free - the node's clean offset: the node's own baseline (a file the collection
-writes when it knows the node is clean, below) or, until it has one, the field's 9.5 GiB.
+On a GB10, CUDA's free figure (cuMemGetInfo) IS the kernel's MemFree: page cache counts as used.
+Measured on a GB10 (unslothai/unsloth PR 10704): clean, cuda_free=103.25 MemFree=103.25
+MemAvailable=115.85 GiB; after writing a 60 GB file, cuda_free=41.52 MemFree=41.52
+MemAvailable=115.65. So a healthy node's MemFree - CUDA free is ~0, and CUDA's gap is judged
+against that: MemFree - CUDA free - the node's clean offset (its own baseline, recorded only when
+it is known clean and never above MAX_BASELINE_CUDA_OFFSET_GIB, so a baseline cannot swallow a
+leak). The gap between MemAvailable and CUDA free is page cache the kernel reclaims on demand, not
+a leak and not a driver offset; vLLM sizes its share from available memory on an integrated GPU for
+the same reason (vllm/utils/mem_utils.py, MemorySnapshot.measure).
+
+Three things hold memory on a node without being a leak, and the reading names each apart:
+the page cache (``reclaimable_gib``: available but not free), pages locked with mlock (a process
+pinned them: ``locked_gib``, counted as the process's) and a live GPU workload's hold
+(``gpu_held_gib``: what no counter owns while a GPU process runs; a vLLM engine preallocates
+gpu_memory_utilization x the pool at start and holds it until it stops). ``leak_gib`` is the
+unaccounted memory only when the verdict says leaked.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -54,17 +60,25 @@ DEFAULT_LEAK_THRESHOLD_GIB = 10.0
 # modprobe override CUDA sees ~62 of 119.7 GB (rule H2) and its free figure says nothing about
 # the rest of the pool.
 WHOLE_POOL_SHARE = 0.9
-# The clean node's CUDA offset (MemFree - CUDA free) a node without a baseline of its own is judged
-# against: the field's figure (sources in the docstring above). A node whose driver keeps more is
-# still healthy up to this plus the threshold; its baseline, once recorded, is the better figure.
-FIELD_CUDA_OFFSET_GIB = 9.5
+# The clean node's CUDA offset (MemFree - CUDA free): 0 on a GB10 (three readings in
+# unslothai/unsloth PR 10704: 0.00, 0.00, 0.00 GiB, with and without 60 GB in the page cache).
+HEALTHY_CUDA_OFFSET_GIB = 0.0
+# The most a node's own clean baseline may hold: a record above it is taken as this. A clean GB10
+# shows 0, so a larger gap at a "clean" moment is memory held, and a baseline that kept it would hide
+# a leak of that size from every later reading (1 GiB: the readings' rounding and a driver's few
+# hundred MB of bookkeeping, well under the 10 GiB threshold).
+MAX_BASELINE_CUDA_OFFSET_GIB = 1.0
 # Where the node's clean baseline lives: on the node's disk, so it survives reboots (a reboot is
 # when it is recorded), beside the collection's other state (role node_metrics' exporter mounts
 # /var/lib/gb10 read-only, so it reads the same file).
 DEFAULT_BASELINE_FILE = '/var/lib/gb10/memory/baseline.json'
 BASELINE_MODES = ('never', 'if_missing', 'replace')
 KERNEL_FIELDS = ('SUnreclaim', 'KernelStack', 'PageTables', 'SecPageTables')
-PROCESS_FIELDS = ('AnonPages', 'Shmem')
+# Mlocked: pages a process pinned (the engine's containers run with IPC_LOCK). Locked file pages are
+# in use and not reclaimable, yet in neither AnonPages nor Shmem; counting every locked page as a
+# process's may count a locked anonymous page twice, which errs towards "not leaked" by at most
+# what is locked: a node whose memory is only locked is never rebooted.
+PROCESS_FIELDS = ('AnonPages', 'Shmem', 'Mlocked')
 GIB = 1024.0 ** 3
 
 
@@ -93,7 +107,8 @@ def assess(fields, gpu_apps=None, cuda=None, leak_threshold_gib=DEFAULT_LEAK_THR
     cuda_gap = None
     cuda_whole_pool = None
     cuda_offset = None
-    healthy_offset_gib = baseline['cuda_offset_gib'] if baseline else FIELD_CUDA_OFFSET_GIB
+    healthy_offset_gib = (min(baseline['cuda_offset_gib'], MAX_BASELINE_CUDA_OFFSET_GIB) if baseline
+                          else HEALTHY_CUDA_OFFSET_GIB)
     if cuda is not None and unified:
         cuda_total, cuda_free = cuda
         cuda_whole_pool = cuda_total >= WHOLE_POOL_SHARE * total
@@ -123,6 +138,10 @@ def assess(fields, gpu_apps=None, cuda=None, leak_threshold_gib=DEFAULT_LEAK_THR
         'free_gib': to_gib(fields.get('MemFree', 0)),
         'page_cache_gib': to_gib(cache),
         'processes_gib': to_gib(processes),
+        'reclaimable_gib': to_gib(max(available - fields.get('MemFree', available), 0)),
+        'locked_gib': to_gib(fields.get('Mlocked', 0)),
+        'gpu_held_gib': to_gib(meminfo_gap) if gpu_apps else 0.0,
+        'leak_gib': to_gib(unaccounted) if leaked else 0.0,
         'kernel_gib': to_gib(kernel),
         'gpu_processes_gib': to_gib(gpu_reported),
         'cuda_total_gib': to_gib(cuda[0]) if cuda else None,
@@ -178,12 +197,16 @@ def baseline_to_record(figures, mode, reason, now=None):
     """The record to write for a measurement, or None when mode says not to or the node is not
     known to be clean: CUDA sees the whole pool, no GPU process runs, and the reading is healthy
     against the offset it was judged by (so a node that leaked before the collection first saw it
-    never makes its leak its baseline; after a reboot the collection made, it replaces the record)."""
+    never makes its leak its baseline; after a reboot the collection made, it replaces the record),
+    and the gap is no more than a clean GB10 shows (MAX_BASELINE_CUDA_OFFSET_GIB)."""
     if mode not in BASELINE_MODES:
         raise ValueError('record_baseline must be one of %s, got %r' % (', '.join(BASELINE_MODES), mode))
     if mode == 'never' or (mode == 'if_missing' and figures['healthy_offset_source'] == 'baseline'):
         return None
     if figures['cuda_offset_gib'] is None or figures['gpu_workload'] or figures['leaked']:
+        return None
+    if figures['cuda_offset_gib'] > MAX_BASELINE_CUDA_OFFSET_GIB:
+        # Not what a clean GB10 shows: memory is held that a baseline must not make normal.
         return None
     stamp = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))
     return {'cuda_offset_gib': max(figures['cuda_offset_gib'], 0.0), 'recorded_at': stamp, 'reason': reason}

@@ -23,10 +23,10 @@ description:
     and where CUDA sees the whole pool, CUDA's own gap; the larger counts. Run it after dropping
     caches (M(gb10.serving.drop_page_cache)) and with no GPU workload running, as role
     C(gb10.serving.leak_recovery) does.
-  - "CUDA's gap is judged against a clean node: on a GB10 CUDA's free figure follows MemFree and
-    sits about 9.5 GiB below it on a clean node (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks issue
-    47, jundot/omlx PR 3526). The gap is MemFree - CUDA free - the node's clean offset: its
-    baseline (O(baseline_file)) where one was recorded, else that field figure."
+  - "CUDA's gap is judged against a clean node: on a GB10 CUDA's free figure is MemFree, page
+    cache counted as used (measured: unslothai/unsloth PR 10704). The gap is MemFree - CUDA free -
+    the node's clean offset: its baseline (O(baseline_file), at most 1 GiB) where one was
+    recorded, else 0."
   - C(leaked) is true when C(unaccounted_gib) exceeds O(leak_threshold_gib) and no GPU process
     runs. With GPU processes running the module warns instead, since their memory may be the gap.
   - Changes nothing unless O(record_baseline) asks it to write the node's clean baseline.
@@ -67,7 +67,7 @@ options:
   baseline_file:
     description:
       - The node's clean memory baseline (JSON, C(cuda_offset_gib) = MemFree - CUDA free on a clean
-        node), read on every run. Missing means none yet; the field's 9.5 GiB is used.
+        node), read on every run. Missing means none yet; 0 is used, what a clean GB10 shows.
       - Empty reads and writes none.
     type: path
     default: /var/lib/gb10/memory/baseline.json
@@ -75,7 +75,8 @@ options:
     description:
       - Whether this measurement becomes the node's baseline. It is written only when the node is
         known to be clean here, CUDA sees the whole pool, no GPU process runs and the reading is
-        not a leak against the offset it was judged by, so a leak is never recorded as the normal.
+        not a leak against the offset it was judged by, and its gap is at most 1 GiB (what a clean
+        GB10 shows), so a leak is never recorded as the normal.
       - C(never) only reads. C(if_missing) writes when the node has no baseline yet (the first clean
         measurement). C(replace) writes over one (after a reboot the collection made, when the
         driver's memory is certainly free).
@@ -138,10 +139,30 @@ page_cache_gib:
   type: float
   sample: 0.4
 processes_gib:
-  description: Memory held by processes, AnonPages plus Shmem (shared memory, Ray's object store).
+  description: Memory held by processes, AnonPages plus Shmem (shared memory, Ray's object store) plus Mlocked (pages a process locked).
   returned: always
   type: float
   sample: 3.1
+reclaimable_gib:
+  description: MemAvailable minus MemFree, the page cache the kernel reclaims on demand. On a GB10 CUDA counts it as used (its free figure is MemFree), vLLM and the fit do not.
+  returned: always
+  type: float
+  sample: 12.6
+locked_gib:
+  description: Mlocked, pages processes locked; in use, not reclaimable, not a leak.
+  returned: always
+  type: float
+  sample: 0.0
+gpu_held_gib:
+  description: Memory in use that no counter owns while a GPU process runs, which on a GB10 is what the GPU workload holds (a vLLM engine holds gpu_memory_utilization x the pool from its start to its stop); 0 without a GPU process.
+  returned: always
+  type: float
+  sample: 98.2
+leak_gib:
+  description: C(unaccounted_gib) when C(leaked), else 0.
+  returned: always
+  type: float
+  sample: 0.0
 kernel_gib:
   description: Kernel bookkeeping, SUnreclaim plus KernelStack plus PageTables (plus SecPageTables).
   returned: always
@@ -173,17 +194,17 @@ unified:
   type: bool
   sample: true
 cuda_offset_gib:
-  description: MemFree minus CUDA free as measured now (about 9.5 on a clean GB10). Null without a whole-pool CUDA view.
+  description: MemFree minus CUDA free as measured now (0 on a healthy GB10, whose CUDA free figure is MemFree). Null without a whole-pool CUDA view.
   returned: always
   type: float
-  sample: 9.5
+  sample: 0.0
 healthy_cuda_offset_gib:
-  description: The clean offset CUDA's gap was judged against, the node's baseline or the field's 9.5.
+  description: The clean offset CUDA's gap was judged against, the node's baseline (at most 1 GiB) or 0, what a clean GB10 shows.
   returned: always
   type: float
-  sample: 9.5
+  sample: 0.0
 healthy_offset_source:
-  description: C(baseline) (the node's own record) or C(field) (no baseline yet).
+  description: "C(baseline) (the node's own record) or C(field) (no baseline yet, judged by what a clean GB10 shows)."
   returned: always
   type: str
   sample: baseline
@@ -191,7 +212,7 @@ baseline:
   description: The node's baseline record as read before this run (C(cuda_offset_gib), C(recorded_at), C(reason)); null when it has none.
   returned: always
   type: dict
-  sample: {cuda_offset_gib: 9.52, recorded_at: "2026-12-02T13:10:00Z", reason: first clean measurement}
+  sample: {cuda_offset_gib: 0.02, recorded_at: "2026-12-02T13:10:00Z", reason: first clean measurement}
 baseline_recorded:
   description: This run wrote (or, in check mode, would write) the baseline.
   returned: always

@@ -255,6 +255,18 @@ def test_poorest_node_short_of_free_memory():
     one(problems(nodes=nodes), 'host spark2 (poorest node', '55.0 GiB available', 'page cache (H3)')
 
 
+@pytest.mark.rule("M2", "O1")
+def test_without_ray_the_start_does_not_need_the_object_store():
+    # Room for the engine's share and not for Ray's object store: enough under vLLM's own executor.
+    profile = real('minimax-m27-nvfp4')
+    share = round(119.7 * profile['gpu_memory_utilization'], 1) + 0.2
+    nodes = pair()
+    for n in nodes:
+        n['memory'] = {'budget_gib': 119.7, 'free_gib': share, 'pool_gib': 119.7}
+    assert problems(nodes=nodes, executor='mp') == []
+    one(problems(nodes=nodes), 'host spark1 (poorest node', 'Ray object store')
+
+
 @pytest.mark.rule("H4")
 def test_a_leaked_node_is_named_with_the_command_that_frees_it():
     # issue 48: a Ray worker whose container ended under its rank left 33 GiB held by the driver

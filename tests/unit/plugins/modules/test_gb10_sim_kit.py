@@ -68,18 +68,43 @@ def test_fresh_node_is_a_healthy_spark(kit, run_module):
     assert result['unaccounted_gib'] < 1
 
 
-def test_cuda_free_sits_the_fields_offset_below_memfree_and_a_clean_node_stays_healthy(kit, run_module):
-    # A GB10's cuMemGetInfo follows MemFree, ~9.5 GiB below it on a clean node (lib.sh cites it);
-    # 1.5 GiB of page cache that no drop frees leaves the node healthy.
-    assert kit.run('gb10-sim-set', 'cache_gib=1.5').returncode == 0
+def state(kit):
+    text = (kit.path / 'var' / 'lib' / 'gb10-sim' / 'state').read_text()
+    return dict(line.split('=', 1) for line in text.split())
+
+
+def test_cuda_free_is_memfree_and_a_clean_node_looks_like_the_measured_gb10(kit, run_module):
+    # unslothai/unsloth PR 10704 on a GB10, clean: cuda_free = MemFree = 103.25, MemAvailable 115.85,
+    # Cached 12.64 (lib.sh cites it). The kit's pool is 119.7 GiB, the field's 121.69 in CUDA's count.
     failed, result = run_module(unified_memory.main, kit.args())
     assert not failed, result
-    assert result['cuda_offset_gib'] == 9.5
-    assert round(result['available_gib'] - result['cuda_free_gib'], 1) > result['leak_threshold_gib']
+    assert result['cuda_offset_gib'] == 0.0 and result['cuda_free_gib'] == result['free_gib']
+    assert 102 < result['cuda_free_gib'] < 104 and 115 < result['available_gib'] < 116.5, result
     assert result['leaked'] is False
-    assert kit.run('gb10-sim-set', 'cuda_offset_gib=12').returncode == 0
+
+
+def test_what_the_node_writes_lowers_cuda_free_and_a_drop_leaves_its_floor(kit, run_module):
+    # A 60 GiB write (the same PR: Cached 12.64 -> 72.64): MemFree and CUDA free fall by what went
+    # into the cache, MemAvailable does not move; nothing is leaked.
+    before = run_module(unified_memory.main, kit.args())[1]
+    assert kit.run('gb10-sim-set', 'cache_gib=72.6').returncode == 0
+    full = run_module(unified_memory.main, kit.args())[1]
+    assert round(before['cuda_free_gib'] - full['cuda_free_gib']) == 60 and full['cuda_free_gib'] == full['free_gib']
+    assert full['available_gib'] == before['available_gib'], full
+    assert full['leaked'] is False
+    # A drop (echo 3 > drop_caches) leaves what the field measured with caches dropped (~9.5 GiB).
+    out = subprocess.run(['sh', '-c', '. "$GB10_SIM_KIT/lib.sh" && sim_drop_cache'], capture_output=True,
+                         text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    dropped = run_module(unified_memory.main, kit.args())[1]
+    assert 9 < dropped['reclaimable_gib'] < 10.5 and dropped['cuda_free_gib'] > before['cuda_free_gib'], dropped
+
+
+def test_locked_pages_are_in_use_and_not_a_leak(kit, run_module):
+    assert kit.run('gb10-sim-set', 'locked_gib=25').returncode == 0
     failed, result = run_module(unified_memory.main, kit.args())
-    assert result['cuda_offset_gib'] == 12.0
+    assert not failed and result['locked_gib'] == 25.0 and result['leaked'] is False, result
+    assert result['available_gib'] < 91
 
 
 def test_planted_leak_is_detected_and_a_reboot_frees_it(kit, run_module):
@@ -216,6 +241,7 @@ def ledger(kit, tmp_path, monkeypatch):
                 time.sleep(0.1)
         else:
             raise AssertionError((tmp_path / 'ledger.log').read_text())
+        conn.sendall(b'hold 0.82\n')  # what the serving image's rank says (gb10_sim_platform/gpu_ledger.py)
         wait_for(lambda: 'hold: pid %d (container init %d)' % (me, INIT) in (tmp_path / 'ledger.log').read_text())
         return conn
 
@@ -237,15 +263,29 @@ def wait_for(check):
     return False
 
 
-def test_a_rank_that_ends_in_its_running_container_frees_its_memory(kit, ledger, run_module):
+def test_a_live_rank_holds_its_share_and_a_rank_that_ends_in_its_running_container_frees_it(kit, ledger, run_module):
     conn = ledger.hold()
+    # vLLM at 0.82 preallocates that share of what CUDA reports (the pool) and holds it while it lives.
+    assert wait_for(lambda: float(state(kit)['engine_gib']) > 0), ledger.log.read_text()
+    assert abs(float(state(kit)['engine_gib']) - 0.82 * 119.7) < 0.1, state(kit)
+    failed, serving = run_module(unified_memory.main, kit.args())
+    assert not failed and serving['available_gib'] < 20 and serving['free_gib'] < 20, serving
     conn.close()  # the rank ends (a graceful engine stop); its container's init still runs
 
     assert ledger.ended(), ledger.log.read_text()
     assert 'freed' in ledger.log.read_text()
     assert leak_gib(kit) == 0
+    assert wait_for(lambda: float(state(kit)['engine_gib']) == 0), state(kit)
     failed, result = run_module(unified_memory.main, kit.args())
-    assert not failed and not result['leaked']
+    assert not failed and not result['leaked'] and result['available_gib'] > 110, result
+
+
+def test_a_write_to_the_kits_drop_caches_drops_the_simulated_cache(kit, ledger):
+    kit.run('gb10-sim-set', 'cache_gib=70')
+    control = kit.path / 'var' / 'lib' / 'gb10-sim' / 'proc' / 'sys' / 'vm' / 'drop_caches'
+    control.write_text('3\n')
+    assert wait_for(lambda: float(state(kit)['cache_gib']) == 9.5), (state(kit), ledger.log.read_text())
+    assert control.read_text() == ''
 
 
 @pytest.mark.parametrize('init_state', ['exiting', 'zombie', 'gone'])
@@ -260,6 +300,7 @@ def test_a_rank_whose_container_dies_under_it_leaks_until_a_reboot(kit, ledger, 
 
     assert ledger.ended(), ledger.log.read_text()
     assert wait_for(lambda: leak_gib(kit) == 33), ledger.log.read_text()
+    assert wait_for(lambda: float(state(kit)['engine_gib']) == 0), state(kit)  # the rest of its share freed
     failed, result = run_module(unified_memory.main, kit.args())
     assert not failed and result['leaked'], result
     kit.run('gb10-test-boot')  # a (simulated) reboot frees it

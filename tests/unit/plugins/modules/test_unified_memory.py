@@ -138,7 +138,7 @@ def test_nvml_requested_without_pynvml_says_so(run_module, tmp_path, fixture_pat
 
 def clean_gb10(tmp_path, fixture_path, cuda_offset_gib):
     """A clean GB10 node's sources: idle GPU, meminfo, and a CUDA probe whose free figure sits
-    cuda_offset_gib below MemFree (the field's clean node: ~9.5)."""
+    cuda_offset_gib below MemFree (0 on a clean GB10: unslothai/unsloth PR 10704)."""
     smi = replay_smi(tmp_path, fixture_path, 'gb10-580.142.query-gpu.csv',
                      'gb10-580.142.query-compute-apps.idle.csv')
     root = tmp_path / 'proc'
@@ -153,30 +153,30 @@ def clean_gb10(tmp_path, fixture_path, cuda_offset_gib):
 
 
 def test_the_first_clean_reading_becomes_the_baseline_with_check_mode_and_diff(run_module, tmp_path, fixture_path):
-    args = dict(clean_gb10(tmp_path, fixture_path, cuda_offset_gib=11), record_baseline='if_missing')
+    args = dict(clean_gb10(tmp_path, fixture_path, cuda_offset_gib=0.5), record_baseline='if_missing')
     baseline = args['baseline_file']
 
     failed, planned = run_module(unified_memory.main, args, check_mode=True)
     assert not failed, planned
     assert planned['changed'] and planned['baseline_recorded'] and not os.path.exists(baseline)
-    assert planned['diff']['before'] == '' and '"cuda_offset_gib": 11.0' in planned['diff']['after']
+    assert planned['diff']['before'] == '' and '"cuda_offset_gib": 0.5' in planned['diff']['after']
 
     failed, recorded = run_module(unified_memory.main, args)
     assert not failed and recorded['changed'], recorded
     assert recorded['leaked'] is False and recorded['healthy_offset_source'] == 'field'
     with open(baseline) as handle:
-        assert json.load(handle)['cuda_offset_gib'] == 11.0
+        assert json.load(handle)['cuda_offset_gib'] == 0.5
 
     failed, again = run_module(unified_memory.main, args)
     assert not failed and not again['changed'] and not again['baseline_recorded']
-    assert again['healthy_offset_source'] == 'baseline' and again['baseline']['cuda_offset_gib'] == 11.0
+    assert again['healthy_offset_source'] == 'baseline' and again['baseline']['cuda_offset_gib'] == 0.5
 
 
 def test_a_leak_beyond_the_baseline_is_found_and_never_recorded(run_module, tmp_path, fixture_path):
-    args = clean_gb10(tmp_path, fixture_path, cuda_offset_gib=11 + 33)
+    args = clean_gb10(tmp_path, fixture_path, cuda_offset_gib=0.5 + 33)
     os.makedirs(os.path.dirname(args['baseline_file']))
     with open(args['baseline_file'], 'w') as handle:
-        json.dump({'cuda_offset_gib': 11.0, 'recorded_at': '2026-12-02T10:00:00Z', 'reason': 'test'}, handle)
+        json.dump({'cuda_offset_gib': 0.5, 'recorded_at': '2026-12-02T10:00:00Z', 'reason': 'test'}, handle)
 
     failed, result = run_module(unified_memory.main, dict(args, record_baseline='replace'))
 
@@ -185,11 +185,11 @@ def test_a_leak_beyond_the_baseline_is_found_and_never_recorded(run_module, tmp_
     assert 32.9 < result['unaccounted_gib'] < 33.1
     assert not result['changed'] and not result['baseline_recorded']
     with open(args['baseline_file']) as handle:
-        assert json.load(handle)['cuda_offset_gib'] == 11.0
+        assert json.load(handle)['cuda_offset_gib'] == 0.5
 
 
 def test_an_unreadable_baseline_names_the_file_and_the_fix(run_module, tmp_path, fixture_path):
-    args = clean_gb10(tmp_path, fixture_path, cuda_offset_gib=9.5)
+    args = clean_gb10(tmp_path, fixture_path, cuda_offset_gib=0)
     os.makedirs(os.path.dirname(args['baseline_file']))
     with open(args['baseline_file'], 'w') as handle:
         handle.write('not json')
