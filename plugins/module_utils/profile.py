@@ -39,6 +39,46 @@ RULE_ID = re.compile(r'\b[AHNRVSMOX][0-9]{1,2}\b')
 # the model's own code comes with the files.
 COMMIT = re.compile(r'^[0-9a-f]{40}$')
 
+# A6: recipe fields reach configuration files (nginx's, rsyncd's), mounts and command lines, so they
+# are checked by shape, never passed as free text. A served name is what clients put in "model": an
+# identifier (Hub-style owner/name allowed), no space, quote, brace, semicolon or newline.
+SERVED_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$')
+# model.path: under the models root (every serving container binds it, the download writes there,
+# rsyncd exports it), normalised, each component of a safe alphabet. /, /etc, /run (the Docker
+# socket), /root/.ssh or /models/../etc would be bound read-write into the serving containers and
+# copied over every worker.
+MODELS_ROOT = '/models'
+PATH_COMPONENT = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*$')
+# A6: the engine flags the collection sets itself: where the engine listens (the head's loopback,
+# behind the gateway: A1), its key and front-door settings, and the ranks' rendezvous (X1). A recipe
+# that sets one would win over the collection's (vLLM keeps the last of a repeated flag), e.g.
+# host: 0.0.0.0 after --host 127.0.0.1. Compared after vLLM's own normalisation (_ to -).
+OWNED_ARGS = frozenset(('host', 'port', 'uds', 'api-key', 'middleware', 'allowed-origins', 'allowed-methods',
+                        'allowed-headers', 'allow-credentials', 'root-path', 'disable-fastapi-docs',
+                        'enable-ssl-refresh', 'master-addr', 'master-port', 'nnodes', 'node-rank', 'headless',
+                        'data-parallel-address', 'data-parallel-rpc-port', 'data-parallel-start-rank',
+                        'data-parallel-size-local'))
+OWNED_ARG_PREFIXES = ('ssl-',)
+ARG_SECTIONS = ('engine_args', 'device_args', 'size_args')
+
+
+def owned_arg(key):
+    """True for an engine flag the collection sets itself (A6)."""
+    flag = str(key).lstrip('-').replace('_', '-').lower()
+    return flag in OWNED_ARGS or flag.startswith(OWNED_ARG_PREFIXES)
+
+
+def model_path_problem(path, root=MODELS_ROOT):
+    """Why path is not a model directory the collection accepts (A6), or None."""
+    if not isinstance(path, str) or not path.startswith(root + '/'):
+        return 'must be a directory under %s (the models root every serving container binds), got %r' % (root, path)
+    parts = path[len(root) + 1:].split('/')
+    if not all(PATH_COMPONENT.match(part) for part in parts):
+        return ('must be a normalised path under %s whose every part is letters, digits, ".", "_" or "-" and starts '
+                'with a letter or digit (no "..", no empty part, no space, ":" or newline), got %r' % (root, path))
+    return None
+
+
 # Top-level overlay keys and, for dicts, which sub-keys an overlay may touch (None: any).
 OVERLAY_KEYS = {
     'image': None,
@@ -191,8 +231,12 @@ def validate_profile(profile, source='<profile>'):
     _need(isinstance(model, dict), source, 'model', 'must be a mapping with path, repo, served_name, ...')
     _need(isinstance(model.get('path'), str) and model['path'].startswith('/'), source, 'model.path',
           'must be an absolute path (the same on every node, rule M3)')
+    _need(model_path_problem(model['path']) is None, source, 'model.path', model_path_problem(model['path']))
     for key in ('repo', 'served_name', 'family'):
         _need(isinstance(model.get(key), str) and model[key], source, 'model.%s' % key, 'must be a non-empty string')
+    _need(SERVED_NAME.match(model['served_name']), source, 'model.served_name',
+          'must be a model name clients send (letters, digits and . _ : / -, at most 128, starting with a letter or '
+          'digit; A6: it is written into the gateway\'s configuration), got %r' % model['served_name'])
     _need(_is_num(model.get('weights_gb')) and model['weights_gb'] > 0, source, 'model.weights_gb',
           'must be a positive number: size of the weights on disk in GB (10^9 bytes)')
     _need(model.get('checkpoint_format') in CHECKPOINT_FORMATS, source, 'model.checkpoint_format',
@@ -227,6 +271,12 @@ def validate_profile(profile, source='<profile>'):
 
     for section in ('engine_args', 'device_args', 'size_args', 'env', 'device_env'):
         _scalar_map(profile, source, section)
+    for section in ARG_SECTIONS:
+        for key in profile[section]:
+            _need(not owned_arg(key), source, '%s.%s' % (section, key),
+                  'is set by the collection itself (A6: the engine listens on the head\'s loopback behind the '
+                  'gateway, its key, CORS and TLS are the gateway\'s, the ranks\' rendezvous is the cluster '
+                  'link\'s): remove it from the recipe')
     _need(_is_int(profile['size_args'].get('max-model-len')), source, 'size_args.max-model-len',
           'must be set: the context length the fit planner sizes the KV cache for (rule M2)')
     for section in ('env', 'device_env'):

@@ -106,8 +106,8 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     Docker server version), link_ips ({peer: the peer's address over this host's own link to it},
     as role cluster_link verified it; in a 3-node mesh each pair has a subnet of its own, and the
     peers' cluster keys are accepted from those addresses only), layers (the image's RootFS.Layers
-    where the node has it) and images_layers (the RootFS.Layers of every image the node has). source: the preferred source host ('' = the
-    first host, the head). pull: 'auto' (pull a registry reference only), 'always' (pull any
+    where the node has it) and images_layers (the RootFS.Layers of every image the node has). source: '' or
+    the head (the first host); any other host is refused (A5: the head is the only source). pull: 'auto' (pull a registry reference only), 'always' (pull any
     name), 'never'. build_recipe: the recipe the role builds the image from on the source when
     no node has it (a directory holding a Dockerfile, or a Dockerfile); it comes before a pull.
 
@@ -141,33 +141,23 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
     if compression not in ('auto', 'zstd', 'gzip', 'none'):
         problems.append('serving_image_compression=%s must be auto, zstd, gzip or none.' % compression)
         return result
-    preferred = source or hosts[0]
-    if preferred not in by_host:
-        problems.append('serving_image_source=%s is not a host of %s in this run (%s). Fix: name one of '
-                        'them, or leave it empty for the head (%s).'
-                        % (preferred, group, ', '.join(hosts), hosts[0]))
+    # A5: the head is the image's only trust anchor. A peer is never the source the head takes its
+    # image from: a compromised worker only has to `docker tag` an image of its own with the next
+    # tag (the head lacks it at every upgrade), and the watchdog runs that image as root with the
+    # Docker socket on the head. Every other node is then checked against the head's ID.
+    head = hosts[0]
+    if source and source != head:
+        problems.append('serving_image_source=%s: the image is made on the head (%s) and copied from there only '
+                        '(A5: a peer never chooses the image the head runs). Fix: leave serving_image_source empty.'
+                        % (source, head))
         return result
-
-    holders = [h for h in hosts if by_host[h]['id']]
-    if by_host[preferred]['id']:
-        src = preferred
-    elif holders:
-        ids = sorted(set(by_host[h]['id'] for h in holders))
-        if len(ids) > 1:
-            problems.append(
-                'image %s is not on the source %s, and the hosts that have it disagree on its ID (%s): '
-                'which one is right is not for the role to guess. Fix: set serving_image_source to the '
-                'host whose image is right, or remove the wrong one (docker rmi on that host).'
-                % (image, preferred, ', '.join('%s=%s' % (h, by_host[h]['id'][:19]) for h in holders)))
-            return result
-        # Copy from a node that has it: cheaper than a pull, and nothing is pulled where it exists.
-        src = holders[0]
+    src = head
+    if by_host[head]['id']:
+        pass
     elif build_recipe:
-        # The user named how it is made: built once, on the source only, then copied.
-        src = preferred
+        # The user named how it is made: built once, on the head only, then copied.
         result['build'] = True
     else:
-        src = preferred
         may_pull = pull == 'always' or (pull == 'auto' and is_registry_reference(image))
         if not may_pull:
             if pull == 'never':
@@ -175,12 +165,16 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
             else:
                 how = ('it is not a registry reference to pull (serving_image_pull=auto pulls only names '
                        'with a registry host, e.g. nvcr.io/nvidia/vllm:25.09-py3)')
+            holders = [h for h in hosts if by_host[h]['id']]
+            held = (' %s hold%s an image of that name, which is never copied onto the head (A5: a peer does '
+                    'not choose the image the head runs).' % (', '.join(holders), 's' if len(holders) == 1 else '')
+                    if holders else '')
             problems.append(
-                'image %s is on no host of %s (%s) and there is no way to get it: %s. Fix: load or build '
-                'it on %s (docker load -i <file>, or the community\'s build-and-copy.sh); the role then '
-                'copies it to the other nodes. Or set serving_image_build_recipe to a recipe the role builds '
-                'there, or serving_image_pull=always to pull it from Docker Hub.'
-                % (image, group, ', '.join(hosts), how, src))
+                'image %s is not on the head %s and there is no way to get it there: %s.%s Fix: load or build '
+                'it on %s (docker load -i <file>, or the community\'s build-and-copy.sh); the role then copies '
+                'it to the other nodes. Or set serving_image_build_recipe to a recipe the role builds there, or '
+                'serving_image_pull=always to pull it from Docker Hub.'
+                % (image, head, how, held, head))
             return result
         result['pull'] = True
 

@@ -51,6 +51,38 @@ def test_the_run_ends_with_the_endpoint_and_the_answer_it_received(sim_cluster, 
     assert known.startswith("known answer: ") and TINY_ANSWER in known, known
 
 
+def memory_readings(result, host):
+    """Every gb10.serving.unified_memory reading the run made on host, in order."""
+    return [d["res"] for d in result.host_results(host=host) if d.get("task_action") == "gb10.serving.unified_memory"]
+
+
+@pytest.mark.rule("M2", "H3")
+def test_the_first_deploy_fits_right_after_the_model_arrived_through_the_heads_page_cache(sim_cluster, deployed):
+    # The checkpoint came onto the head through its page cache (tests/sim/cluster.py, as an owner's
+    # download does): on a GB10 CUDA's free figure is MemFree, and MemFree is nearly gone. The cache
+    # is reclaimable, vLLM sizes from available memory on an integrated GPU, and the launch drops it:
+    # preflight fits on what is available, and the leak check after the drop sees it back.
+    head = sim_cluster.head
+    at_preflight, after_drop = memory_readings(deployed, head)[:2]
+    assert at_preflight["cuda_free_gib"] < 10 and at_preflight["reclaimable_gib"] > 100, at_preflight
+    assert not at_preflight["leaked"], at_preflight
+    assert after_drop["cuda_free_gib"] > 100 and after_drop["reclaimable_gib"] < 10, after_drop
+
+
+@pytest.mark.rule("H4", "H10")
+def test_a_serving_node_holds_its_engines_share_and_is_neither_leaked_nor_short(sim_cluster, deployed):
+    # A live vLLM engine holds gpu_memory_utilization x the pool on every node with a rank (the
+    # fixture kit's ledger): ~17 GiB available while it serves, as a GB10's does. Nothing there is a
+    # leak, and the OOM guard (the test below) stays quiet.
+    for host in sim_cluster.hosts:
+        state = dict(line.split("=", 1) for line in on_host(host, "cat", "/var/lib/gb10-sim/state").split())
+        assert abs(float(state["engine_gib"]) - 0.82 * 119.7) < 0.5, (host, state)
+        assert float(state["leak_gib"]) == 0, (host, state)
+        meminfo = on_host(host, "cat", "/var/lib/gb10-sim/proc/meminfo")
+        available_gib = int(re.search(r"MemAvailable:\s+([0-9]+) kB", meminfo).group(1)) / 1024 ** 2
+        assert 10 < available_gib < 25, (host, meminfo)
+
+
 @pytest.mark.rule("N1", "N5", "R1")
 def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):
     # N5, issue 18: a clean launch measures the link with the engine's image and env file (Gloo

@@ -793,22 +793,30 @@ def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_nami
     assert argv[2] == "-i" and os.path.samefile(argv[3], os.path.join(TOP, sim_cluster.inventory)), argv
 
 
-@pytest.mark.rule("H4")
+@pytest.mark.rule("H4", "M2", "O1")
 def test_the_containers_fixed_under_a_serving_engine_stop_it_first_and_leak_nothing(sim_cluster, run_playbook):
-    # The launch again, without the fault: the same launch for the engine (its launch id does not
-    # cover the containers' devices), but Ray's containers must get the RDMA settings back and be
-    # recreated, while the engine of the test above serves in them. Docker's stop would kill its
-    # ranks hard (a Spark keeps that memory until a reboot, H4; the simulated driver logs a LEAK),
-    # so the launch takes the clean path: the engine stops first, then Ray and the containers.
+    # The deploy again, without the fault (every step: -e gb10_converge=full, as a user repairs a
+    # hand-edited file): the same launch for the engine (its launch id does not cover the
+    # containers' devices), but Ray's containers must get the RDMA settings back and be recreated,
+    # while the engine of the test above serves in them. Docker's stop would kill its ranks hard (a
+    # Spark keeps that memory until a reboot, H4; the simulated driver logs a LEAK), so the launch
+    # takes the clean path: the engine stops first, then Ray and the containers.
+    # Preflight meets the pool as a serving GB10 keeps it: the live engine holds its utilization's
+    # share of every node (the fixture kit's ledger), ~17 GiB available. That is room the launch
+    # step gives back, not memory the change lacks (M2).
     head = sim_cluster.head
     assert healthy(head)
     leaks_before = leaks(sim_cluster.hosts)
     boots = {h: on_host(h, "cat", "/run/gb10-boot-id") for h in sim_cluster.hosts}
     ray_before = ray_container_ids(sim_cluster)
 
-    result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800, extravars={"gb10_profile": PROFILE})
+    result = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=2400, extravars={"gb10_converge": "full"})
 
     assert_succeeded(result, sim_cluster.hosts)
+    for host in sim_cluster.hosts:
+        seen = [d["res"] for d in result.host_results(host=host) if d.get("task_action") == "gb10.serving.unified_memory"][0]
+        assert seen["gpu_workload"] and seen["available_gib"] < 30 and seen["gpu_held_gib"] > 80, (host, seen)
+        assert not seen["leaked"], (host, seen)
     assert "would be recreated or restarted" in run_text(result), result
     order = [e["event_data"]["task"] for e in result.events if e.get("event") == "runner_on_ok"
              and e["event_data"].get("task") in (ENGINE_STOP_TASK, CONTAINER_STOP_TASK)]

@@ -118,6 +118,8 @@ CLIENT = ("gb10-sim-client", "172.30.210.50")
 # Used only until profiles/overlays/sim-cpu.yml exists; that file is the source of truth.
 DEFAULT_IMAGE = "gb10-sim-serving:local"
 DEFAULT_MODEL_PATH = "/models/gb10-sim-tiny-llama"
+# The checkpoint the simulated model stands for when it arrives on the head: deploy-m27.yml's.
+ARRIVED_CHECKPOINT_PROFILE = "minimax-m27-nvfp4"
 
 SSH_WAIT_S = 60
 DOCKERD_WAIT_S = 120
@@ -380,6 +382,17 @@ class Cluster:
         if tar.wait() != 0 or p.returncode != 0:
             raise SimError("%s: copying the model to %s failed: %s" % (container.name, model_path, p.stdout))
 
+    def _model_arrived(self, c):
+        """The model reached the head the way an owner's does (the README's download onto the head):
+        through its page cache, which keeps the checkpoint's size until the kernel reclaims it or a
+        drop frees it (on a GB10 that lowers MemFree, and CUDA's free figure with it, by the same:
+        the fixture kit's lib.sh cites the measurement). The simulated model stands in for the
+        checkpoint that deploy-m27.yml serves, so its size on disk is what arrived."""
+        with open(os.path.join(TOP, "profiles", ARRIVED_CHECKPOINT_PROFILE + ".yml")) as f:
+            checkpoint_gib = yaml.safe_load(f)["model"]["weights_gb"] * 1e9 / 2 ** 30
+        self._exec(c, ["sh", "-c", '. /opt/gb10-sim/lib.sh && sim_load && /opt/gb10-sim/bin/gb10-sim-set "cache_gib=$(awk -v a="$cache_gib" '
+                       '-v b="$1" \'BEGIN { print a + b }\')"', "sh", "%.2f" % checkpoint_gib])
+
     def _fill_host(self, c, ip, created, serving_image, image_name, model_dir, model_path):
         """Wait for the host, then give its engine the images it starts with and the head the model.
         created: the host container was made now (new, or --fresh)."""
@@ -408,6 +421,7 @@ class Cluster:
                 c, ["sh", "-c", '[ "$(cat "$1/.gb10-sim-model" 2>/dev/null)" = "$2" ]', "sh", model_path,
                     os.path.basename(model_dir)], check=False)[0] != 0):
             self._put_model(c, model_dir, model_path)
+            self._model_arrived(c)
 
     # ---- commands -----------------------------------------------------------------------------
     def up(self, count=2, fresh=False):

@@ -337,3 +337,37 @@ def test_a_multinode_vllm_profile_must_name_its_executor():
     del raw['minimax-m27-nvfp4']['engine_args']['distributed-executor-backend']
     with pytest.raises(P.ProfileError, match='distributed-executor-backend.*must name how the ranks reach'):
         P.load('minimax-m27-nvfp4', raw)
+
+
+@pytest.mark.rule("A6")
+@pytest.mark.parametrize('name', ['minimax-m2.7\n}\nserver { listen 8443; location / { proxy_pass http://127.0.0.1:8000; } }',
+                                  'm"x', 'two words', '', 'a;b', 'x' * 129])
+def test_a_served_name_that_is_not_a_model_name_is_refused_naming_the_field(name):
+    # It is written into the gateway's configuration: a newline there added an open server.
+    raw = _broken(lambda p: p['model'].update({'served_name': name}))
+    with pytest.raises(P.ProfileError, match=r'model.served_name'):
+        P.load('minimax-m27-nvfp4', raw)
+
+
+@pytest.mark.rule("A6")
+@pytest.mark.parametrize('path', ['/', '/etc', '/run', '/root/.ssh', '/models', '/models/../etc', '/models/a/../../etc',
+                                  '/models/x\ny', '/models/a:b', '/models//x', '/models/.hidden', 'models/x'])
+def test_a_model_path_outside_the_models_root_is_refused(path):
+    # The path becomes a read-write bind of every serving container (/run brings the Docker socket),
+    # the download's destination, a line of rsyncd.conf and a tree copied over every worker.
+    raw = _broken(lambda p: p['model'].update({'path': path}))
+    with pytest.raises(P.ProfileError, match=r'model.path'):
+        P.load('minimax-m27-nvfp4', raw)
+
+
+@pytest.mark.rule("A6", "A1")
+@pytest.mark.parametrize('section, key', [('engine_args', 'host'), ('engine_args', 'port'), ('device_args', 'host'),
+                                          ('engine_args', 'api_key'), ('size_args', 'uds'),
+                                          ('engine_args', 'allowed-origins'), ('engine_args', 'ssl-keyfile'),
+                                          ('engine_args', 'root-path'), ('engine_args', 'master-addr'),
+                                          ('engine_args', 'middleware'), ('device_args', 'data-parallel-address')])
+def test_a_flag_the_collection_sets_is_refused_in_every_args_section(section, key):
+    # vLLM keeps the last of a repeated flag: host 0.0.0.0 after the collection's --host 127.0.0.1 wins.
+    raw = _broken(lambda p: (p[section].update({key: '0.0.0.0'}), p['why'].update({'%s.%s' % (section, key): 'x (A1)'})))
+    with pytest.raises(P.ProfileError, match=r'%s.%s: is set by the collection itself' % (section, key)):
+        P.load('minimax-m27-nvfp4', raw)

@@ -1,5 +1,7 @@
 """Planner of role serving_image (issue 17): the source node, a pull only where nobody has the
 image, copies only to nodes that lack it or hold a different ID, refusals before anything changes."""
+import pytest
+
 from ansible_collections.gb10.serving.plugins.module_utils import serving_image as si
 
 ID_A = 'sha256:' + 'a' * 64
@@ -38,22 +40,25 @@ def test_missing_and_different_ids_get_a_copy_from_the_head():
     assert p['changed'] is True
 
 
-def test_source_variable_wins_over_the_head():
-    p = si.plan('vllm-node:latest', [node('spark1', ID_B), node('spark2', ID_A)], source='spark2')
-    assert p['source'] == 'spark2' and p['targets'] == ['spark1']
-
-
-def test_head_without_the_image_copies_from_a_holder_instead_of_pulling():
+@pytest.mark.rule("A5")
+def test_a_peer_is_never_the_source_of_the_heads_image():
+    # A worker that tagged an image of its own with the name the head lacks (the next tag of an
+    # upgrade): nothing is copied from it; a registry name is pulled on the head instead.
     p = si.plan('nvcr.io/nvidia/vllm:25.09-py3', [node('spark1'), node('spark2', ID_A)])
-    assert p['problems'] == [] and not p['pull']
-    assert p['source'] == 'spark2' and p['targets'] == ['spark1']
+    assert p['problems'] == [] and p['pull'] and p['source'] == 'spark1' and p['source_id'] == ''
+    assert p['actions'] == {'spark1': 'pull', 'spark2': 'copy'}
+    # A local name: refused, naming the holder and why it is not taken.
+    p = si.plan('vllm-node:0.32.0', [node('spark1'), node('spark2', ID_A), node('spark3', ID_B)])
+    assert len(p['problems']) == 1 and p['changed'] is False
+    assert 'spark2, spark3 hold an image of that name, which is never copied onto the head (A5' in p['problems'][0]
+    assert 'Fix: load or build it on spark1' in p['problems'][0]
 
 
-def test_holders_that_disagree_without_the_source_are_refused():
-    p = si.plan('vllm-node:latest', [node('spark1'), node('spark2', ID_A), node('spark3', ID_B)])
-    assert len(p['problems']) == 1
-    assert 'disagree' in p['problems'][0] and 'serving_image_source' in p['problems'][0]
-    assert p['changed'] is False
+@pytest.mark.rule("A5")
+def test_a_source_other_than_the_head_is_refused():
+    p = si.plan('vllm-node:latest', [node('spark1', ID_B), node('spark2', ID_A)], source='spark2')
+    assert p['problems'] and 'serving_image_source=spark2' in p['problems'][0] and p['targets'] == []
+    assert si.plan('vllm-node:latest', [node('spark1', ID_A), node('spark2')], source='spark1')['targets'] == ['spark2']
 
 
 def test_registry_reference_missing_everywhere_is_pulled_on_the_source_only():
@@ -67,7 +72,7 @@ def test_local_name_missing_everywhere_is_refused_naming_host_variable_and_fix()
     p = si.plan('vllm-node:latest', [node('spark1'), node('spark2')])
     assert len(p['problems']) == 1
     msg = p['problems'][0]
-    assert 'vllm-node:latest is on no host of gb10_cluster (spark1, spark2)' in msg
+    assert 'vllm-node:latest is not on the head spark1' in msg
     assert 'serving_image_pull' in msg and 'Fix: load or build it on spark1' in msg
     assert p['changed'] is False
 
@@ -85,9 +90,9 @@ def test_a_build_recipe_builds_on_the_source_only_where_no_node_has_the_image():
     # Before a pull, too: the user named how the image is made.
     p = si.plan('nvcr.io/nvidia/vllm:25.09-py3', [node('spark1'), node('spark2')], build_recipe='docker')
     assert p['build'] and not p['pull']
-    # A node that has it is copied from; nothing is built.
+    # A peer that has it is not copied from (A5): built on the head, then copied over the peer's.
     p = si.plan('vllm-node:latest', [node('spark1'), node('spark2', ID_A)], build_recipe='docker/Dockerfile')
-    assert not p['build'] and p['source'] == 'spark2' and p['actions'] == {'spark1': 'copy', 'spark2': 'had'}
+    assert p['build'] and p['source'] == 'spark1' and p['actions'] == {'spark1': 'build', 'spark2': 'copy'}
 
 
 def test_a_target_without_cluster_ip_is_refused():
