@@ -127,6 +127,8 @@ if __name__ == '__main__':
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--base-url', required=True)
     parser.add_argument('--api-key', default=None, help='or the OPENAI_API_KEY environment')
+    # A file keeps the key out of every process list and of the environment a -vvv run prints.
+    parser.add_argument('--api-key-file', default=None, help='a file whose first line is the key')
     parser.add_argument('--cacert', default=None, help="the CA file that proves the endpoint's certificate")
     parser.add_argument('--model', default=None)
     parser.add_argument('--prefill', type=int, default=2048)
@@ -136,6 +138,9 @@ if __name__ == '__main__':
     parser.add_argument('--timeout', type=float, default=600.0)
     parser.add_argument('--output', required=True)
     arguments = parser.parse_args()
+    if arguments.api_key is None and arguments.api_key_file:
+        with open(arguments.api_key_file) as key_file:
+            arguments.api_key = key_file.readline().strip()
     if arguments.api_key is None:
         import os
         arguments.api_key = os.environ.get('OPENAI_API_KEY')

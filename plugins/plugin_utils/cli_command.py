@@ -15,8 +15,10 @@ import re
 import shlex
 
 # Extra vars never printed: the collection's secrets and anything named like a password or token.
-SECRET_VARS = ('gb10_api_key', 'gb10_hf_token', 'api_key_value', 'model_sync_hf_token')
-SECRET_PATTERN = re.compile(r'(pass(word|wd)?|secret|token|api_?key|private_key)$', re.IGNORECASE)
+SECRET_VARS = ('gb10_api_key', 'gb10_hf_token', 'api_key_value', 'model_sync_hf_token', 'model_sync_hub_token',
+               'gb10_api_client_keys', 'api_key_client_values', 'gb10_api_tls_key', 'api_gateway_tls_key',
+               'api_gateway_clients')
+SECRET_PATTERN = re.compile(r'(pass(word|wd)?|secret|token|api_?key|private_key|client_keys|tls_key)$', re.IGNORECASE)
 KEY_VALUE = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.DOTALL)
 # A value printed bare in `-e key=value` (anything else goes out as JSON).
 PLAIN_VALUE = re.compile(r'^[A-Za-z0-9_@%+=:,./-]*$')

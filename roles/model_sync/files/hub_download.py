@@ -6,8 +6,8 @@ of that commit (issue 47: a profile names the commit, never a moving branch).
 
     python3 hub_download.py REPO COMMIT DIR
 
-Runs inside the serving image (huggingface_hub is there; the collection is not), with HF_TOKEN and
-HF_ENDPOINT in its environment. The files land in DIR/.gb10-download first (model_sync leaves
+Runs inside the serving image (huggingface_hub is there; the collection is not), with HF_TOKEN_PATH
+(a file holding the token, which huggingface_hub reads itself) and HF_ENDPOINT in its environment. The files land in DIR/.gb10-download first (model_sync leaves
 .gb10-* out of its copies) and move to DIR only once every one matches, so a node never holds an
 unchecked model under its real path: model_sync takes DIR/config.json for a model in place. COMMIT must be a full 40-digit commit: a branch or tag moves, and a
 model's own code (trust-remote-code) comes with the files. The Hub's record of the commit

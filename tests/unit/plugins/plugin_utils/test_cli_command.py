@@ -62,6 +62,11 @@ def test_ping_uses_the_same_inventory_and_connection():
 def test_secret_names():
     assert is_secret('gb10_api_key') and is_secret('ansible_password') and is_secret('my_token')
     assert not is_secret('gb10_profile') and not is_secret('gb10_api_key_file')
+    # The clients' keys, the gateway's TLS key and the Hub token under every name they pass by.
+    for name in ('gb10_api_client_keys', 'api_key_client_values', 'gb10_api_tls_key', 'api_gateway_tls_key',
+                 'model_sync_hub_token', 'api_gateway_clients', 'serving_image_registry_password'):
+        assert is_secret(name), name
+    assert not is_secret('gb10_api_tls_cert') and not is_secret('gb10_api_clients')
     assert split_extra_vars(('@x.yml',)) == (['@x.yml'], [])
 
 
