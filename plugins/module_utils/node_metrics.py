@@ -24,6 +24,12 @@ MEMORY_FIGURES = (
     ('page_cache_gib', 'Page cache and buffers (rule H3 drops them before a launch).'),
     ('processes_gib', 'Anonymous and shared memory of processes.'),
     ('kernel_gib', 'Kernel bookkeeping: unreclaimable slab, stacks, page tables.'),
+    # Cache, engine and leak apart: on a GB10 all three lower CUDA's free figure (MemFree).
+    ('reclaimable_gib', 'Page cache the kernel reclaims on demand (MemAvailable - MemFree): counted as used by '
+                        'CUDA on a GB10, not by vLLM or the fit (rules H3, M2).'),
+    ('locked_gib', 'Pages processes locked with mlock: in use, not a leak.'),
+    ('gpu_held_gib', 'What a running GPU workload holds (a live vLLM engine: its utilization x the pool).'),
+    ('leak_gib', 'Leaked unified memory: the unaccounted memory when the verdict is leaked, else 0 (rule H4).'),
     ('unaccounted_gib', 'Memory in use that nothing explains; above the threshold with no GPU '
                         'process it is a leak only a reboot frees (rule H4).'),
     ('leak_threshold_gib', 'The leak threshold applied.'),

@@ -25,6 +25,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(TOP, 'roles', 'leak_recovery', 'files', 'gb10_leak_reboot.py')
 # Where the collection's module_utils import from (the role copies them beside the program).
 COLLECTIONS = os.path.abspath(os.path.join(os.path.dirname(unified_memory.__file__), *[os.pardir] * 5))
+HEAD_ADDRESS = '192.168.100.10'  # the head's address on the node's link (gb10_head_link_address)
 HEALTHY_MEMINFO = LEAKED_MEMINFO.replace('MemFree: 85000000 kB', 'MemFree: 119000000 kB').replace(
     'MemAvailable: 86000000 kB', 'MemAvailable: 120000000 kB')
 
@@ -44,7 +45,8 @@ def node(tmp_path, fixture_path, meminfo, kernels_with_modules):
               'cuda_probe': 'none', 'leak_threshold_gib': 10.0, 'baseline_file': str(tmp_path / 'baseline.json'),
               'boot_root': str(root), 'boot_check': True,
               'reboot_command': 'touch %s' % (tmp_path / 'rebooted'),
-              'reboot_min_interval_s': 3600, 'reboot_log': str(tmp_path / 'memory' / 'leak-reboots.json')}
+              'reboot_min_interval_s': 3600, 'reboot_log': str(tmp_path / 'memory' / 'leak-reboots.json'),
+              'head_address': HEAD_ADDRESS}
     (tmp_path / 'config.json').write_text(json.dumps(config))
     return tmp_path
 
@@ -97,26 +99,47 @@ def test_a_node_whose_own_reading_finds_no_leak_is_not_rebooted(tmp_path, fixtur
 
 
 @pytest.mark.rule("O4")
-def test_a_node_reboots_for_a_leak_at_most_once_an_hour_whoever_asks_and_logs_who_asked(tmp_path, fixture_path):
-    # A peer on the cluster link that fakes a leak (or a leak that is back at once) cannot keep the
-    # node rebooting (issue 47): the second ask within the hour is refused, and both are logged.
+def test_a_peer_gets_a_leak_reboot_at_most_once_an_hour_and_every_ask_is_logged(tmp_path, fixture_path):
+    # A peer on the cluster link that makes or fakes leaks cannot keep the node rebooting (O4): a
+    # peer's second ask within the hour is refused, and both are logged.
     scratch = node(tmp_path, fixture_path, LEAKED_MEMINFO, [OLD, NEW])
-    first = leak_reboot(scratch, '192.168.100.10 50022 192.168.100.11 22')
-    assert first['rebooting'] and first['asked_by'] == '192.168.100.10', first
+    first = leak_reboot(scratch, '192.168.100.13 50022 192.168.100.11 22')
+    assert first['rebooting'] and first['asked_by'] == '192.168.100.13', first
     assert rebooted(scratch, 15)
     (scratch / 'rebooted').unlink()
     second = leak_reboot(scratch, '192.168.100.12 40100 192.168.100.11 22')
     assert second['leaked'] and not second['rebooting'], second
-    assert 'reboots for one at most once per 3600 s' in second['refused'], second
+    assert 'reboots for one at most once per 3600 s (reboot_min_interval_s) when a peer other than the head asks' in second['refused'], second
     assert 'playbooks/recover.yml' in second['refused']
     assert not rebooted(scratch, 4)
     log = json.loads((scratch / 'memory' / 'leak-reboots.json').read_text())['requests']
-    assert [(r['asked_by'], r['rebooting']) for r in log] == [('192.168.100.10', True), ('192.168.100.12', False)]
-    # An hour later the node may reboot for a leak again.
-    log[0]['at'] -= 3600
+    assert [(r['asked_by'], r['rebooting']) for r in log] == [('192.168.100.13', True), ('192.168.100.12', False)]
+    # An hour later a peer may have it reboot for a leak again.
+    for entry in log:
+        entry['at'] -= 3600
     (scratch / 'memory' / 'leak-reboots.json').write_text(json.dumps({'requests': log}))
-    third = leak_reboot(scratch)
-    assert third['rebooting'] and third['asked_by'] == 'this node (no SSH session)', third
+    third = leak_reboot(scratch, '192.168.100.12 40100 192.168.100.11 22')
+    assert third['rebooting'], third
+    assert rebooted(scratch, 15)
+
+
+@pytest.mark.rule("O4", "H4")
+def test_a_genuine_second_leak_within_the_hour_is_rebooted_when_the_head_asks(tmp_path, fixture_path):
+    # The field's case: a worker's container killed hard 26 minutes after an earlier leak reboot. The
+    # head's watchdog asks (its verdict, bounded by its restart budget), the node's own reading says
+    # leaked: it reboots, not stays down. So does a run on the node itself.
+    scratch = node(tmp_path, fixture_path, LEAKED_MEMINFO, [OLD, NEW])
+    assert leak_reboot(scratch, '192.168.100.13 50022 192.168.100.11 22')['rebooting']
+    assert rebooted(scratch, 15)
+    (scratch / 'rebooted').unlink()
+    log = json.loads((scratch / 'memory' / 'leak-reboots.json').read_text())['requests']
+    log[0]['at'] -= 26 * 60
+    (scratch / 'memory' / 'leak-reboots.json').write_text(json.dumps({'requests': log}))
+    again = leak_reboot(scratch, '%s 50100 192.168.100.11 22' % HEAD_ADDRESS)
+    assert again['rebooting'] and again['asked_by'] == HEAD_ADDRESS, again
+    assert rebooted(scratch, 15)
+    (scratch / 'rebooted').unlink()
+    assert leak_reboot(scratch)['rebooting']  # on the node itself
     assert rebooted(scratch, 15)
 
 

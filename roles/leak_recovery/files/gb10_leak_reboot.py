@@ -8,11 +8,17 @@
 # threshold, no GPU process: only a reboot frees it, H4) and the kernel it would boot has the running
 # NVIDIA driver's modules (H1: otherwise it would come back without its GPU). It prints one JSON line
 # with what it found and did; the reboot starts two seconds later, after the answer went out.
-# Every request is logged on the node with the address that asked (the SSH session's), and the node
-# reboots for a leak at most once per `reboot_min_interval_s` whoever asks (issue 47): a peer that
-# fakes a leak cannot keep it rebooting, and a leak back that soon is not one a reboot fixes.
+# Every request is logged on the node with the address that asked (the SSH session's). An ask from
+# any peer but the head reboots the node at most once per `reboot_min_interval_s` (an hour): a
+# compromised peer that makes or fakes leaks cannot keep it rebooting. The head's own ask (its
+# watchdog's verdict, from `head_address`, the head's address on this node's link) and a run on the
+# node itself are not a peer's: the watchdog's restart budget already bounds its recoveries, and a
+# genuine second leak within the hour (an engine killed with its container again) must not leave the
+# node down with the watchdog only watching. Requests are read, decided and logged under a file lock,
+# so two asks at once cannot both pass the bound.
 """Usage: gb10_leak_reboot.py CONFIG.json (role leak_recovery's configuration of it)"""
 
+import fcntl
 import json
 import os
 import platform
@@ -82,17 +88,18 @@ def read_log(path):
         return []
 
 
-def bound(found, requests, now, min_interval_s):
-    """found with the reboot refused when this node rebooted for a leak less than min_interval_s ago."""
-    if not found["rebooting"]:
+def bound(found, requests, now, min_interval_s, peer=True):
+    """found with the reboot refused when a peer (not the head, not this node) asks and this node
+    rebooted for a leak less than min_interval_s ago."""
+    if not found["rebooting"] or not peer:
         return found
     last = max((float(r.get("at", 0)) for r in requests if r.get("rebooting")), default=None)
     if last is not None and now - last < float(min_interval_s):
         found.update(rebooting=False, last_leak_reboot=last,
                      refused="not rebooted: this node rebooted for a leak %d s ago, and reboots for one at most once "
-                             "per %d s (reboot_min_interval_s) whoever asks: a leak back that soon is not one a "
-                             "reboot fixes, or the ask was not genuine. Find what holds the memory; "
-                             "playbooks/recover.yml from the controller reboots it through Ansible"
+                             "per %d s (reboot_min_interval_s) when a peer other than the head asks: the ask may not "
+                             "be genuine. Find what holds the memory; playbooks/recover.yml from the controller "
+                             "reboots it through Ansible"
                              % (now - last, float(min_interval_s)))
     return found
 
@@ -114,14 +121,18 @@ def main():
     now = time.time()
     # The cluster SSH gate runs this in the asking peer's session: its address is who asked.
     asked_by = (os.environ.get("SSH_CONNECTION") or "").split(" ")[0] or "this node (no SSH session)"
+    peer = bool(os.environ.get("SSH_CONNECTION")) and asked_by != config.get("head_address")
     log_path = config["reboot_log"]
-    requests = read_log(log_path)
-    found = bound(decide(config), requests, now, config["reboot_min_interval_s"])
-    found["asked_by"] = asked_by
-    # Logged before the reboot starts, so the bound holds across it.
-    record(log_path, requests, {"at": round(now, 3), "asked_by": asked_by, "leaked": found["leaked"],
-                                "unaccounted_gib": found.get("unaccounted_gib"), "rebooting": found["rebooting"],
-                                "refused": found.get("refused")})
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        requests = read_log(log_path)
+        found = bound(decide(config), requests, now, config["reboot_min_interval_s"], peer=peer)
+        found["asked_by"] = asked_by
+        # Logged before the reboot starts, so the bound holds across it.
+        record(log_path, requests, {"at": round(now, 3), "asked_by": asked_by, "leaked": found["leaked"],
+                                    "unaccounted_gib": found.get("unaccounted_gib"), "rebooting": found["rebooting"],
+                                    "refused": found.get("refused")})
     print(json.dumps(found, sort_keys=True), flush=True)
     if found["rebooting"]:
         # Its own session, so the end of the SSH session that asked does not take it down.
