@@ -23,6 +23,8 @@ description:
     inventory change gives another key, hence a full run.
   - Variables the deploy sets while it runs (C(gb10_deploy_*), C(gb10_converge_*)) and the run's
     mode C(gb10_converge) do not count; call it before the run sets any other.
+  - The site's own recipes (the files of C(gb10_profiles_dir), when set) count as content too: a
+    changed recipe there is a changed launch.
   - Values are hashed, never returned (a vaulted API key or hub token stays secret).
 options:
   group:
@@ -59,11 +61,11 @@ CONTENT = ('roles', 'playbooks', 'plugins', 'profiles')
 RUN_FACTS = re.compile(r'^gb10_(deploy_|converge$|converge_)')
 
 
-def content_digest(root):
+def content_digest(root, parts=CONTENT):
     """SHA-256 over the relative path and bytes of every file of the collection's content (no
     caches), the same for a checkout and for the collection built and installed from it."""
     sha = hashlib.sha256()
-    for part in CONTENT:
+    for part in parts:
         for folder, dirs, names in os.walk(os.path.join(root, part)):
             dirs[:] = sorted(d for d in dirs if d != '__pycache__' and not d.startswith('.'))
             for name in sorted(names):
@@ -75,6 +77,16 @@ def content_digest(root):
                     sha.update(handle.read())
                 sha.update(b'\0')
     return sha.hexdigest()
+
+
+def site_recipes_digest(site):
+    """The digest of the site's own recipes (gb10_profiles_dir): they are inputs like the
+    collection's profiles, so a changed image or flag there is a changed launch (O2). '' when the
+    variable is empty or names no folder."""
+    if not isinstance(site, str) or not site or not os.path.isdir(site):
+        return ''
+    site = os.path.abspath(site)
+    return content_digest(os.path.dirname(site), (os.path.basename(site),))
 
 
 def input_names(names, roles):
@@ -104,4 +116,5 @@ class LookupModule(LookupBase):
         # Each host's own variables are in its key; the cluster's members are in every key (a node
         # joining or leaving changes what every node converges to: TP, firewall, trust).
         hosts = list((variables.get('groups') or {}).get(self.get_option('group'), []))
-        return [inputs_digest(content_digest(COLLECTION), hosts, values)]
+        content = content_digest(COLLECTION) + site_recipes_digest(values.get('gb10_profiles_dir'))
+        return [inputs_digest(content, hosts, values)]

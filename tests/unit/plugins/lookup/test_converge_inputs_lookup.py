@@ -25,3 +25,15 @@ def test_the_content_key_follows_the_files_not_their_caches(tmp_path):
     assert converge_inputs.content_digest(str(tmp_path)) == first
     (tmp_path / 'roles' / 'r' / 'tasks' / 'main.yml').write_text('---\n# changed\n')
     assert converge_inputs.content_digest(str(tmp_path)) != first
+
+
+def test_a_changed_site_recipe_changes_the_key(tmp_path):
+    # A site's recipe (gb10_profiles_dir) is an input: a new image or flag there is a new launch.
+    site = tmp_path / 'site-recipes'
+    site.mkdir()
+    (site / 'ours.yml').write_text('image: vllm-node:0.32.0\n')
+    first = converge_inputs.site_recipes_digest(str(site))
+    assert first and first == converge_inputs.site_recipes_digest(str(site))
+    (site / 'ours.yml').write_text('image: vllm-node:0.32.1\n')
+    assert converge_inputs.site_recipes_digest(str(site)) != first
+    assert converge_inputs.site_recipes_digest('') == '' == converge_inputs.site_recipes_digest(str(tmp_path / 'none'))
