@@ -83,6 +83,51 @@ def test_a_serving_node_holds_its_engines_share_and_is_neither_leaked_nor_short(
         assert 10 < available_gib < 25, (host, meminfo)
 
 
+def node_state(host):
+    """What a read-only run must leave as it was: the kit's memory state, the containers and units."""
+    return (on_host(host, "cat", "/var/lib/gb10-sim/state"), on_host(host, "docker", "ps", "-q", "--no-trunc"),
+            on_host(host, "sh", "-c", "ls -la /etc/modprobe.d /etc/gb10 /var/lib/gb10 2>/dev/null | sort"))
+
+
+@pytest.mark.rule("H2", "H3", "H4", "H10", "N1", "N5")
+def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simulated_spark(
+        sim_cluster, deployed, run_playbook, tmp_path):
+    # playbooks/report.yml on the cluster while it serves: check mode and a real run change nothing
+    # on a node; the real run writes the JSON and the page; the fixture kit takes the JSON's worker
+    # as a simulated Spark, on which the deploys after this test serve.
+    head, worker = sim_cluster.hosts
+    before = {h: node_state(h) for h in sim_cluster.hosts}
+    checked = run_playbook("playbooks/report.yml", sim_cluster.inventory, check=True, timeout=900,
+                           extravars={"report_dir": str(tmp_path / "check")})
+    assert_succeeded(checked, sim_cluster.hosts)
+    assert all(stats["changed"] == 0 for stats in checked.stats.values()), checked.stats
+    result = run_playbook("playbooks/report.yml", sim_cluster.inventory, timeout=900,
+                          extravars={"report_dir": str(tmp_path / "reports")})
+    assert_succeeded(result, sim_cluster.hosts)
+    assert all(stats["changed"] == 0 for stats in result.stats.values()), result.stats
+    assert {h: node_state(h) for h in sim_cluster.hosts} == before
+    report = json.loads((tmp_path / "reports" / ("%s.report.json" % head)).read_text())
+    page = (tmp_path / "reports" / ("%s.report.md" % head)).read_text()
+    verdicts = dict((v["rule"], v) for v in report["verdicts"])
+    # The serving GB10 as the simulation keeps it: CUDA's free figure is MemFree, the engine's hold is
+    # no leak, the guard runs, the link's twins are RoCE devices at 200 Gb/s.
+    for rule in ("H1", "H2", "H3", "H4", "H10", "N1", "N5"):
+        assert verdicts[rule]["verdict"] == "holds", verdicts[rule]
+    assert "engine running" in verdicts["H4"]["figure"], verdicts["H4"]
+    assert report["nodes"][worker]["memory"]["gpu_held_gib"] > 80, report["nodes"][worker]
+    assert "| H3 | holds |" in page and "## %s" % worker in page
+    # Addresses are left out unless asked for.
+    assert sim_cluster.cluster_ips[head] not in json.dumps(report)
+    # The loop closes: the worker becomes the node the report measured (its cache, services, driver).
+    subprocess.run(["docker", "cp", str(tmp_path / "reports" / ("%s.report.json" % head)), "%s:/tmp/report.json" % worker],
+                   check=True, timeout=60)
+    on_host(worker, "/opt/gb10-sim/bin/gb10-sim-from-report", "/tmp/report.json", worker)
+    state = dict(line.split("=", 1) for line in on_host(worker, "cat", "/var/lib/gb10-sim/state").split())
+    measured = report["nodes"][worker]["memory"]
+    assert abs(float(state["cache_gib"]) - measured["reclaimable_gib"]) < 0.01, (state, measured)
+    assert state["driver_version"] == report["nodes"][worker]["driver_version"] and state["override_caps"] == "0", state
+
+
 @pytest.mark.rule("N1", "N5", "R1")
 def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):
     # N5, issue 18: a clean launch measures the link with the engine's image and env file (Gloo

@@ -335,3 +335,24 @@ def test_a_kernel_update_without_modules_boots_a_node_without_its_gpu(kit, run_m
     assert kit.run('gb10-test-boot').returncode == 0
     assert kit.run('nvidia-smi').returncode == 0
     assert run_module(boot_kernel.main, {'root': tree, 'branch': '580'})[1]['ok']
+
+
+# ---- a conformance report as a simulated Spark (playbooks/report.yml, gb10-sim-from-report) -------
+
+def test_the_kit_installs_as_the_field_report_and_takes_a_real_sparks_report(kit, run_module, tmp_path):
+    import json
+    shipped = json.loads((kit.path / 'opt' / 'gb10-sim' / 'field-report.json').read_text())
+    assert all(key in shipped['sources'] for key in ('memory.reclaimable_gib', 'memory.cache_floor_gib'))
+    fresh = run_module(unified_memory.main, kit.args())[1]
+    assert abs(fresh['reclaimable_gib'] - shipped['nodes']['spark']['memory']['reclaimable_gib']) < 0.2, fresh
+    # A report a Spark's owner ran: a poorer node with more cache, a leak and another driver.
+    report = {'format': 1, 'nodes': {'spark-b': {'memory': {'total_gib': 119.7, 'processes_gib': 19.0,
+                                                             'reclaimable_gib': 40.0, 'leak_gib': 33.0},
+                                                  'driver_version': '580.173.02', 'override_present': False}}}
+    path = tmp_path / 'theirs.json'
+    path.write_text(json.dumps(report))
+    assert kit.run('gb10-sim-from-report', str(path), 'spark-b').returncode == 0
+    theirs = run_module(unified_memory.main, kit.args())[1]
+    assert theirs['driver_version'] == '580.173.02' and theirs['leaked'] and theirs['processes_gib'] > 19, theirs
+    assert 39 < theirs['reclaimable_gib'] < 41, theirs
+    assert kit.run('gb10-sim-from-report', str(path), 'nobody').returncode == 2

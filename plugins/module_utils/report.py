@@ -1,0 +1,163 @@
+# -*- coding: utf-8 -*-
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The conformance report (playbooks/report.yml): what a cluster's own nodes measure of every figure
+the rules and the simulation's fixture kit rest on, with a verdict per rule. Pure functions over
+what the playbook read on each node; no I/O.
+
+A report from a real Spark is how the simulation stays true: the fixture kit builds a simulated
+node from a report's node entry (tests/fixtures/gb10-sim/bin/gb10-sim-from-report), so a real
+Spark's figures become a test case.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+REPORT_FORMAT = 1
+# Serial numbers, MAC addresses, GPU and board UUIDs and keys never leave the node in a report.
+MAC = re.compile(r'\b[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5}\b')
+UUID = re.compile(r'\b(?:GPU|MIG)-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}\b')
+SERIAL = re.compile(r'(?im)^(\s*(?:serial(?: number)?|board part number|module id)\s*:\s*).*$')
+IPV4 = re.compile(r'\b(?:\d{1,3}\.){3}\d{1,3}(?:/\d{1,2})?\b')
+# A whole pool as CUDA sees it (rule H2), the leak threshold's figure (H4) and SGLang's 10 % (H5).
+WHOLE_POOL_SHARE = 0.9
+BALANCE_SHARE = 0.10
+# CUDA's free figure is MemFree on a GB10 (unslothai/unsloth PR 10704): the readings agree within
+# their rounding and a driver's few hundred MB.
+CUDA_IS_MEMFREE_GIB = 1.0
+DRIVER_BRANCH = '580'
+MIN_LINK_MBPS = 10000
+# What the report does not measure yet, said rather than left out.
+NOT_MEASURED = ('H7', 'N7', 'R1', 'V7')
+
+
+def redact(value, addresses=False):
+    """value with MAC addresses, GPU UUIDs and serial numbers replaced (and IPv4 addresses unless
+    addresses is true), through lists and dicts."""
+    if isinstance(value, dict):
+        return dict((k, redact(v, addresses)) for k, v in value.items())
+    if isinstance(value, list):
+        return [redact(v, addresses) for v in value]
+    if not isinstance(value, str):
+        return value
+    text = MAC.sub('<mac>', value)
+    text = UUID.sub('<uuid>', text)
+    text = SERIAL.sub(r'\1<serial>', text)
+    if not addresses:
+        text = IPV4.sub('<address>', text)
+    return text
+
+
+def _verdict(rule, state, figure):
+    return {'rule': rule, 'verdict': state, 'figure': figure}
+
+
+def _num(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def verdicts(nodes):
+    """One verdict per rule: holds, fails or not measured, each with the figure it rests on.
+    nodes: {host: the node's entry (memory, driver_version, override_present, earlyoom, link)}."""
+    out = []
+    hosts = sorted(nodes)
+    drivers = dict((h, nodes[h].get('driver_version') or '') for h in hosts)
+    if all(drivers.values()):
+        bad = [h for h in hosts if drivers[h].split('.')[0] != DRIVER_BRANCH]
+        out.append(_verdict('H1', 'fails' if bad else 'holds',
+                            ', '.join('%s %s' % (h, drivers[h]) for h in hosts)))
+    else:
+        out.append(_verdict('H1', 'not measured', 'no driver version read'))
+
+    memory = dict((h, nodes[h].get('memory') or {}) for h in hosts)
+    measured = [h for h in hosts if _num(memory[h].get('total_gib'))]
+    pools = [h for h in measured if _num(memory[h].get('cuda_total_gib'))]
+    if pools:
+        capped = [h for h in pools if memory[h]['cuda_total_gib'] < WHOLE_POOL_SHARE * memory[h]['total_gib']]
+        out.append(_verdict('H2', 'fails' if capped else 'holds', ', '.join(
+            '%s CUDA %.1f of %.1f GiB%s' % (h, memory[h]['cuda_total_gib'], memory[h]['total_gib'],
+                                           ' (override file present)' if nodes[h].get('override_present') else '')
+            for h in pools)))
+    else:
+        out.append(_verdict('H2', 'not measured', 'no CUDA view'))
+    frees = [h for h in pools if _num(memory[h].get('cuda_free_gib')) and _num(memory[h].get('free_gib'))]
+    if frees:
+        apart = [h for h in frees if abs(memory[h]['cuda_free_gib'] - memory[h]['free_gib']) > CUDA_IS_MEMFREE_GIB]
+        out.append(_verdict('H3', 'fails' if apart else 'holds', ', '.join(
+            '%s CUDA free %.2f MemFree %.2f MemAvailable %.2f cache %.2f GiB'
+            % (h, memory[h]['cuda_free_gib'], memory[h]['free_gib'], memory[h].get('available_gib', 0),
+               memory[h].get('reclaimable_gib', 0)) for h in frees)))
+    else:
+        out.append(_verdict('H3', 'not measured', 'no CUDA free figure'))
+    if measured:
+        leaked = [h for h in measured if memory[h].get('leaked')]
+        out.append(_verdict('H4', 'fails' if leaked else 'holds', ', '.join(
+            '%s unaccounted %.2f GiB (threshold %s%s)' % (h, memory[h].get('unaccounted_gib', 0),
+                                                        memory[h].get('leak_threshold_gib'),
+                                                        ', engine running' if memory[h].get('gpu_workload') else '')
+            for h in measured)))
+        idle = [h for h in measured if not memory[h].get('gpu_workload') and _num(memory[h].get('available_gib'))]
+        if len(idle) == len(measured) and len(idle) > 1:
+            spread = max(memory[h]['available_gib'] for h in idle) - min(memory[h]['available_gib'] for h in idle)
+            limit = BALANCE_SHARE * min(memory[h]['total_gib'] for h in idle)
+            out.append(_verdict('H5', 'fails' if spread > limit else 'holds',
+                                'available spread %.1f GiB, limit %.1f GiB' % (spread, limit)))
+        else:
+            out.append(_verdict('H5', 'not measured', 'an engine runs (balance is judged on idle nodes)'
+                                if len(idle) < len(measured) else 'one node'))
+    else:
+        out.append(_verdict('H4', 'not measured', 'no meminfo read'))
+        out.append(_verdict('H5', 'not measured', 'no meminfo read'))
+    guards = dict((h, nodes[h].get('earlyoom')) for h in hosts if nodes[h].get('earlyoom') is not None)
+    if guards:
+        out.append(_verdict('H10', 'holds' if all(guards.values()) else 'fails', ', '.join(
+            '%s earlyoom %s' % (h, 'running' if guards[h] else 'not running') for h in sorted(guards))))
+    else:
+        out.append(_verdict('H10', 'not measured', 'not read'))
+    links = dict((h, nodes[h].get('link') or {}) for h in hosts)
+    speeds = [h for h in hosts if _num(links[h].get('speed_mbps'))]
+    if speeds:
+        slow = [h for h in speeds if links[h]['speed_mbps'] < MIN_LINK_MBPS]
+        out.append(_verdict('N5', 'fails' if slow else 'holds', ', '.join(
+            '%s %s Mb/s MTU %s' % (h, links[h]['speed_mbps'], links[h].get('mtu')) for h in speeds)))
+        active = [h for h in speeds if links[h].get('hcas')]
+        out.append(_verdict('N1', 'holds' if len(active) == len(speeds) else 'fails', ', '.join(
+            '%s %s' % (h, ', '.join(links[h].get('hcas') or []) or 'no RoCE device') for h in speeds)))
+    else:
+        out.append(_verdict('N5', 'not measured', 'no link read'))
+        out.append(_verdict('N1', 'not measured', 'no link read'))
+    for rule in NOT_MEASURED:
+        out.append(_verdict(rule, 'not measured', 'not read by this report yet'))
+    return out
+
+
+def build(nodes, cluster, generated_at, addresses=False):
+    """The report: its format, when, the cluster's name, every node's figures (redacted) and the
+    verdicts."""
+    nodes = redact(dict(nodes), addresses)
+    return {'format': REPORT_FORMAT, 'generated_at': generated_at, 'cluster': cluster,
+            'nodes': nodes, 'verdicts': verdicts(nodes)}
+
+
+def markdown(report):
+    """The page a person reads: the verdicts first, then each node's figures."""
+    lines = ['# GB10 conformance report: %s' % report['cluster'], '',
+             'Generated %s (format %s). Every figure was read on the node; serial numbers, MAC addresses '
+             'and UUIDs are redacted.' % (report['generated_at'], report['format']), '',
+             '| rule | verdict | figure |', '|---|---|---|']
+    for item in report['verdicts']:
+        lines.append('| %s | %s | %s |' % (item['rule'], item['verdict'], str(item['figure']).replace('|', '/')))
+    for host in sorted(report['nodes']):
+        node = report['nodes'][host]
+        lines += ['', '## %s' % host, '']
+        memory = node.get('memory') or {}
+        for key in ('total_gib', 'available_gib', 'free_gib', 'reclaimable_gib', 'cuda_total_gib', 'cuda_free_gib',
+                    'processes_gib', 'locked_gib', 'gpu_held_gib', 'unaccounted_gib', 'leak_gib', 'leaked'):
+            if key in memory:
+                lines.append('- memory %s: %s' % (key, memory[key]))
+        for key in sorted(k for k in node if k != 'memory'):
+            lines.append('- %s: %s' % (key, node[key]))
+    return '\n'.join(lines) + '\n'

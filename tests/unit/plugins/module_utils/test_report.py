@@ -1,0 +1,66 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The conformance report's verdicts and redaction (plugins/module_utils/report.py)."""
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils import report
+
+pytestmark = pytest.mark.rule("H3", "H4")
+
+
+def node(**memory):
+    figures = {'total_gib': 119.7, 'available_gib': 115.85, 'free_gib': 103.25, 'cuda_free_gib': 103.25,
+               'cuda_total_gib': 119.7, 'reclaimable_gib': 12.6, 'unaccounted_gib': 0.9, 'leak_threshold_gib': 10.0,
+               'leaked': False, 'gpu_workload': False}
+    figures.update(memory)
+    return {'memory': figures, 'driver_version': '580.173.02', 'override_present': True, 'earlyoom': True,
+            'link': {'speed_mbps': 200000, 'mtu': 9000, 'hcas': ['rocep1s0f1', 'roceP2p1s0f1']}}
+
+
+def by_rule(found):
+    return dict((v['rule'], v) for v in found)
+
+
+def test_a_gb10_as_measured_holds_every_rule_it_reads():
+    # The clean GB10 of unslothai/unsloth PR 10704: CUDA free = MemFree = 103.25 GiB.
+    found = by_rule(report.verdicts({'spark1': node(), 'spark2': node(available_gib=114.0)}))
+    for rule in ('H1', 'H2', 'H3', 'H4', 'H5', 'H10', 'N1', 'N5'):
+        assert found[rule]['verdict'] == 'holds', found[rule]
+    assert 'CUDA free 103.25 MemFree 103.25' in found['H3']['figure']
+    assert found['N7']['verdict'] == 'not measured'
+
+
+def test_each_fault_fails_its_rule_with_the_figure():
+    found = by_rule(report.verdicts({
+        'spark1': dict(node(cuda_total_gib=62.0), driver_version='590.44.01', earlyoom=False),
+        'spark2': dict(node(leaked=True, unaccounted_gib=33.4, cuda_free_gib=90.0, available_gib=80.0),
+                       link={'speed_mbps': 1000, 'mtu': 1500, 'hcas': []})}))
+    assert found['H1']['verdict'] == 'fails' and 'spark1 590.44.01' in found['H1']['figure']
+    assert found['H2']['verdict'] == 'fails' and 'CUDA 62.0 of 119.7 GiB (override file present)' in found['H2']['figure']
+    assert found['H3']['verdict'] == 'fails'  # CUDA free away from MemFree: not what a GB10 shows
+    assert found['H4']['verdict'] == 'fails' and 'spark2 unaccounted 33.40 GiB' in found['H4']['figure']
+    assert found['H5']['verdict'] == 'fails'
+    assert found['H10']['verdict'] == 'fails' and found['N5']['verdict'] == 'fails' and found['N1']['verdict'] == 'fails'
+
+
+def test_a_serving_cluster_is_not_judged_for_balance_and_its_engine_is_no_leak():
+    serving = node(available_gib=17.0, free_gib=5.0, cuda_free_gib=5.0, gpu_workload=True, unaccounted_gib=98.2)
+    found = by_rule(report.verdicts({'spark1': serving, 'spark2': serving}))
+    assert found['H4']['verdict'] == 'holds' and 'engine running' in found['H4']['figure']
+    assert found['H5']['verdict'] == 'not measured'
+
+
+def test_serials_macs_uuids_and_addresses_are_redacted():
+    text = ('GPU 0: NVIDIA GB10 (UUID: GPU-0123abcd-1111-2222-3333-444455556666)\nSerial Number : 1324021012345\n'
+            'link/ether 4c:bb:47:2e:01:02 inet 192.168.100.10/24')
+    out = report.redact({'x': [text]})['x'][0]
+    assert 'GPU-0123' not in out and '1324021012345' not in out and '4c:bb:47' not in out and '192.168' not in out
+    assert '192.168.100.10/24' in report.redact(text, addresses=True)
+
+
+def test_the_page_lists_every_verdict_and_node():
+    built = report.build({'spark1': node()}, 'spark1', '2026-12-06T10:00:00Z')
+    page = report.markdown(built)
+    assert page.startswith('# GB10 conformance report: spark1')
+    assert all('| %s | %s |' % (v['rule'], v['verdict']) in page for v in built['verdicts'])
+    assert '## spark1' in page and 'memory cuda_free_gib: 103.25' in page
