@@ -9,7 +9,7 @@ checkout's HEAD, on this machine made to look as if it never ran the project:
   - the controller's virtualenv cache (GB10_VENV_CACHE) and pip's cache are empty folders;
   - the clone has no .cache/ (no resolved wheels, no tiny model).
 
-What stays is what a new machine of this workplace has too: the Debian packages (docker.io,
+What stays is what a machine that never ran the suite has too: the Debian packages (docker.io,
 debootstrap, prometheus: scripts/host-deps.sh's apt installs, about a minute, are not in the
 figure) and the machine's local wheel folders that pip's configuration names.
 

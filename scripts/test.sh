@@ -181,7 +181,7 @@ run_e2e() {
 # deploy's plays took 2.5-4x as long and the simulated link's all-reduce fell under its floor (1.3
 # Gb/s against 1.5); with it (2026-12-05) the deploy took 1.37x as long beside the whole molecule
 # stage and the link measured 5.0 Gb/s, and the whole run took 2493 s on a clean clone against
-# 2642 s with e2e after the others (BENCHMARKS.md, session 34).
+# 2642 s with e2e after the others (BENCHMARKS.md).
 lanes=("lint unit" "sanity publish engine")
 [[ " ${stages[*]} " == *" molecule "* ]] && lanes+=("molecule")
 [[ " ${stages[*]} " == *" e2e "* ]] && lanes+=("e2e")

@@ -158,7 +158,7 @@ def test_the_probe_line_is_found_after_the_engines_own_output():
 
 
 def test_a_real_cuda_machine_with_pips_nccl_and_a_systems_one_is_read_as_it_is():
-    # Captured on the device machine (tests/fixtures/nccl/README.md): torch 2.11.0+cu130 loads pip's
+    # Captured on an NVIDIA GPU machine (tests/fixtures/nccl/README.md): torch 2.11.0+cu130 loads pip's
     # nvidia-nccl-cu13 2.28.9; a system libnccl 2.28.3 sits beside it. The probe named the one the
     # engine loads by its runtime version and file, and the other by its own.
     with open(os.path.join(FIXTURES, "device_h200_image_probe.log")) as handle:

@@ -77,7 +77,7 @@ def test_probe_arguments():
 
 
 def test_device_machine_output(fixture_path):
-    # the gloo loopback run on the device machine (tests/fixtures/nccl/README.md)
+    # the gloo loopback run on an NVIDIA GPU machine (tests/fixtures/nccl/README.md)
     results = []
     for rank in (0, 1):
         with open(fixture_path('nccl', 'device_gloo_loopback_rank%d.log' % rank)) as handle:
@@ -134,7 +134,7 @@ def _free_port():
 
 def test_probe_gloo_two_ranks_on_loopback(tmp_path):
     """The real collective, two ranks over loopback with Gloo, 4 MiB: only where torch is importable
-    (not in .venv; the serving image and the device machine have it)."""
+    (not in .venv; the serving image and an NVIDIA GPU machine have it)."""
     pytest.importorskip('torch')
     port = str(_free_port())
     env = dict(os.environ, GLOO_SOCKET_IFNAME='lo')

@@ -121,7 +121,7 @@ def test_channels_through_sockets_between_nodes(nccl_log):
 
 
 def test_device_machine_roce_profile_without_rdma_falls_back_to_socket(nccl_log):
-    # captured on the device machine (H100, NCCL 2.28.9) with the env nccl_env renders for roce:
+    # captured on an NVIDIA GPU machine (H100, NCCL 2.28.9) with the env nccl_env renders for roce:
     # no RDMA device there, so NCCL says "Failed to initialize NET plugin IB" and takes sockets.
     # Note its "NET/IB : Using [RO]; OOB ..." line with no device: not an IB choice.
     parsed = nccl_log('device_h100_roce_profile_no_rdma.log')
@@ -178,7 +178,7 @@ def engine_log(fixture_path, *launches):
 
 
 def test_engine_choice_reads_the_running_launch_alone(fixture_path):
-    # A launch that fell back to sockets (real NCCL on the device machine), then one over RoCE
+    # A launch that fell back to sockets (real NCCL on an NVIDIA GPU machine), then one over RoCE
     # (DGX Spark under vLLM + Ray): only the running launch counts, both ways round.
     fell_back, roce = ['device_h100_roce_profile_no_rdma.log'], ['dgx_spark_vllm_ray_ibext.log']
     good = engine_choice(engine_log(fixture_path, fell_back, roce), 'roce')

@@ -1,5 +1,5 @@
 """link_check_eval: the probe's figure against the floor, and NCCL's choice against the transport,
-on the device machine's real output (tests/fixtures/nccl/README.md)."""
+on an NVIDIA GPU machine's real output (tests/fixtures/nccl/README.md)."""
 import pytest
 import json
 
