@@ -51,11 +51,6 @@ def test_the_run_ends_with_the_endpoint_and_the_answer_it_received(sim_cluster, 
     assert known.startswith("known answer: ") and TINY_ANSWER in known, known
 
 
-def memory_readings(result, host):
-    """Every gb10.serving.unified_memory reading the run made on host, in order."""
-    return [d["res"] for d in result.host_results(host=host) if d.get("task_action") == "gb10.serving.unified_memory"]
-
-
 @pytest.mark.rule("M2", "H3")
 def test_the_first_deploy_fits_right_after_the_model_arrived_through_the_heads_page_cache(sim_cluster, deployed):
     # The checkpoint came onto the head through its page cache (tests/sim/cluster.py, as an owner's
@@ -63,7 +58,8 @@ def test_the_first_deploy_fits_right_after_the_model_arrived_through_the_heads_p
     # is reclaimable, vLLM sizes from available memory on an integrated GPU, and the launch drops it:
     # preflight fits on what is available, and the leak check after the drop sees it back.
     head = sim_cluster.head
-    at_preflight, after_drop = memory_readings(deployed, head)[:2]
+    at_preflight = deployed.results_by_host(task="Read this node's unified memory (M2, H3-H5)")[head]
+    after_drop = deployed.results_by_host(task="Account for unified memory (H4)")[head]
     assert at_preflight["cuda_free_gib"] < 10 and at_preflight["reclaimable_gib"] > 100, at_preflight
     assert not at_preflight["leaked"], at_preflight
     assert after_drop["cuda_free_gib"] > 100 and after_drop["reclaimable_gib"] < 10, after_drop
