@@ -23,7 +23,7 @@ description:
     inventory change gives another key, hence a full run.
   - Variables the deploy sets while it runs (C(gb10_deploy_*), C(gb10_converge_*)) and the run's
     mode C(gb10_converge) do not count; call it before the run sets any other.
-  - The site's own recipes (the files of C(gb10_profiles_dir), when set) count as content too: a
+  - The site's own recipes (the files of C(gb10_profiles_dir), when set) count as content too, so a
     changed recipe there is a changed launch.
   - Values are hashed, never returned (a vaulted API key or hub token stays secret).
 options:
