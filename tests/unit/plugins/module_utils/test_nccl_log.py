@@ -223,3 +223,15 @@ def test_the_filter_names_a_transport_it_does_not_know():
     assert nccl_engine_choice('', 'socket', cluster_iface='', hcas=[])['read'] is False
     with pytest.raises(AnsibleFilterError, match='transport must be one of'):
         nccl_engine_choice('gb10-engine: starting\nh:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n', 'tcp')
+
+
+@pytest.mark.rule("N1")
+def test_nccl_over_an_infiniband_link_layer_is_not_the_roce_the_profile_wants(fixture_path):
+    # The same two-host capture, its HCAs' link layer InfiniBand ("[0]mlx5_10:1/IB", as NCCL prints
+    # an IB port): NCCL's IB transport, but not over RoCE, which roce and roce_ring expect.
+    with open(fixture_path('nccl', 'dgxh100_roce_nccl2193.log')) as handle:
+        parsed = parse_init_log(handle.read().replace(':1/RoCE', ':1/IB'))
+    problems = check_transport(parsed, 'roce')
+    assert len(problems) == 2 and all('InfiniBand link layer, not RoCE as roce expects (rule N1)' in p
+                                      for p in problems), problems
+    assert check_transport(parsed, 'roce_ring')[0].endswith('not RoCE as roce_ring expects (rule N1)')

@@ -225,3 +225,25 @@ def test_ring_of_three_agrees_and_a_missing_node_is_caught(fixture_path):
     del ring['spark3']
     text = ' | '.join(compare_nodes(ring))
     assert 'ring subnet 192.168.103.0/24 is on spark1' in text
+
+
+@pytest.mark.rule("N1")
+def test_twins_whose_ipv4_gids_sit_at_other_indexes_are_refused(fixture_path, tmp_path):
+    # NCCL_IB_GID_INDEX is one number for every HCA: a twin whose RoCE v2 IPv4 GID sits at index 5
+    # (an IPv6 address took 2 and 3 on that port only) while the other's is at 3 would have NCCL use
+    # a wrong GID on one of them.
+    import shutil
+    root = tmp_path / 'spark1'
+    shutil.copytree(fixture_path('sysfs', 'direct-pair', 'spark1'), str(root))
+    gids = root / 'class/infiniband/roceP2p1s0f1/ports/1/gids'
+    types = root / 'class/infiniband/roceP2p1s0f1/ports/1/gid_attrs/types'
+    ndevs = root / 'class/infiniband/roceP2p1s0f1/ports/1/gid_attrs/ndevs'
+    for src, dest in (('2', '4'), ('3', '5')):
+        for folder in (gids, types, ndevs):
+            if (folder / src).exists():
+                (folder / dest).write_text((folder / src).read_text())
+        (gids / src).write_text('fe80:0000:0000:0000:0000:0000:0000:0001\n')
+    addresses = parse_ip_addr((root / 'ip-addr.json').read_text())
+    result = plan(read_rdma(str(root)), addresses, read_netdevs(str(root), sorted(addresses)), '192.168.100.10', 'roce')
+    assert any(p.startswith('the RoCE v2 IPv4 GID index differs between HCAs (') and 'roceP2p1s0f1=5' in p
+               and 'rocep1s0f1=3' in p for p in result['problems']), result['problems']
