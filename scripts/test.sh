@@ -159,10 +159,13 @@ run_molecule-sim() {
   done
 }
 
-# Every e2e test's time (setup, call, teardown) over 5 s is listed at the end: the budget is visible.
+# Every e2e test's time (setup, call, teardown) over 5 s is listed at the end, and every test's
+# time is kept in tests/output/e2e-durations.xml (JUnit): the budget's split (default run or `full`)
+# is decided on those figures.
 run_e2e() {
   wait_sim_images
-  python -m pytest -q -x --durations=0 --durations-min=5 "${e2e_filter[@]}" tests/e2e
+  python -m pytest -q -x --durations=0 --durations-min=5 --junitxml=tests/output/e2e-durations.xml \
+    "${e2e_filter[@]}" tests/e2e
 }
 
 # The checks before the Docker stages are single-threaded Python: two lanes of them run side by
