@@ -1,0 +1,189 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every decision of the watchdog's recovery (roles/watchdog/files/gb10_watchdog.py `recover`, rule
+O4), with the program laid out as the role lays it out and its I/O (Docker's API, the nodes' pages,
+the cluster SSH gate) replaced by a node table the test sets: what each step would find. Each case
+checks the outcome an operator reads (the watchdog's state and the incident's record) and whether the
+engine was started again. The whole loop runs on the simulated cluster (tests/e2e/test_4b_watchdog.py)."""
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.rule("O4", "H4")
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LAUNCH_ID = 'launch-7'
+
+
+@pytest.fixture
+def program(tmp_path):
+    shutil.copy(os.path.join(TOP, 'roles', 'watchdog', 'files', 'gb10_watchdog.py'), tmp_path)
+    shutil.copy(os.path.join(TOP, 'plugins', 'module_utils', 'watchdog.py'), tmp_path / 'gb10_watchdog_logic.py')
+    spec = importlib.util.spec_from_file_location('gb10_watchdog_recover_under_test', str(tmp_path / 'gb10_watchdog.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop('gb10_watchdog_logic', None)
+    sys.path.remove(str(tmp_path))
+
+
+class Cluster:
+    """What each step of a recovery finds; every call the recovery makes is recorded."""
+
+    def __init__(self):
+        self.leaks = {'spark1': 'healthy', 'spark2': 'healthy'}
+        self.after_reboot = {}
+        self.reboot_answers = {}
+        self.launch_script_is_ours = True
+        self.model_copy_cut = []
+        self.answer = ' the cluster answers.'
+        self.calls = []
+
+
+@pytest.fixture
+def watchdog(program, tmp_path, monkeypatch):
+    cluster = Cluster()
+    config = {'data_dir': str(tmp_path / 'data'), 'launch_id': LAUNCH_ID, 'container': 'gb10-ray-head',
+              'stop_timeout_s': 30, 'state_dir': '/var/lib/gb10-engine', 'incidents_keep': 5, 'head': 'spark1',
+              'leak_reboot': True, 'ranks': {}, 'probe': {'messages': []},
+              'known_answer': {'messages': [], 'expect': ' the cluster answers.'}, 'max_restarts': 3,
+              'window_s': 3600, 'max_per_day': 6, 'cluster_ssh': '/usr/local/sbin/gb10-cluster-ssh', 'key_addresses': {'spark1': '10.0.0.1', 'spark2': '10.0.0.2'}}
+    os.makedirs(config['data_dir'])
+
+    def exec_in(container, argv, detach=False, timeout=60):
+        cluster.calls.append(('exec', argv))
+        if argv[0] == 'grep':
+            return (0 if cluster.launch_script_is_ours else 1), b''
+        return 0, b''
+
+    def probe(config_, question):
+        cluster.calls.append(('probe',))
+        return {'content': cluster.answer, 'tokens': 4, 'error': '', 'ttft_s': 0.1}
+
+    monkeypatch.setattr(program, 'exec_in', exec_in)
+    monkeypatch.setattr(program, 'probe', probe)
+    monkeypatch.setattr(program, 'container_running', lambda name: True)
+    monkeypatch.setattr(program.Watchdog, 'keep_logs', lambda self, incident: None)
+    monkeypatch.setattr(program.Watchdog, 'control',
+                        lambda self, command, *args, **kw: (cluster.calls.append(('control', command)), (0, b'stopped'))[1])
+    monkeypatch.setattr(program.Watchdog, 'wait_for_nodes', lambda self: cluster.calls.append(('nodes',)))
+    monkeypatch.setattr(program.Watchdog, 'wait_ready', lambda self: cluster.calls.append(('ready',)))
+    monkeypatch.setattr(program.Watchdog, 'wait_down', lambda self, name: cluster.calls.append(('down', name)))
+
+    def check_leaks(self, since, booted=()):
+        seen = cluster.after_reboot if booted else cluster.leaks
+        return dict((name, {'state': state, 'why': ''}) for name, state in seen.items())
+
+    def check_model_copies(self):
+        if cluster.model_copy_cut:
+            raise RuntimeError('the model copy on %s is not verified' % ', '.join(cluster.model_copy_cut))
+
+    def on_head_node(self, argv, timeout=120):
+        address = argv[1]
+        name = [n for n, a in config['key_addresses'].items() if a == address][0]
+        cluster.calls.append(('reboot-if-leaked', name))
+        answer = cluster.reboot_answers.get(name, {'leaked': True, 'rebooting': True})
+        return 0, json.dumps(answer) + '\n'
+
+    monkeypatch.setattr(program.Watchdog, 'check_leaks', check_leaks)
+    monkeypatch.setattr(program.Watchdog, 'check_model_copies', check_model_copies)
+    monkeypatch.setattr(program.Watchdog, 'on_head_node', on_head_node)
+    dog = program.Watchdog(config)
+    dog.cluster = cluster
+    return dog
+
+
+def relaunched(cluster):
+    return any(kind == 'exec' and argv[0] == 'bash' for kind, *rest in cluster.calls for argv in rest)
+
+
+def recovery(dog):
+    with open(os.path.join(dog.state['last_recovery']['incident'], 'recovery.json')) as handle:
+        return json.load(handle)
+
+
+def test_a_relaunch_that_answers_right_serves_again(watchdog, program):
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert watchdog.state['status'] == program.logic.SERVING and relaunched(watchdog.cluster)
+    assert recovery(watchdog)['result'] == 'serving'
+    # The engine was stopped (SIGTERM first) before anything else was decided (H4).
+    assert watchdog.cluster.calls[0] == ('control', 'stop')
+
+
+def test_a_wrong_answer_after_the_relaunch_is_final(watchdog, program):
+    watchdog.cluster.answer = ' something fluent and wrong.'
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert watchdog.state['status'] == program.logic.WRONG_ANSWER and watchdog.state['answer_correct'] is False
+    assert recovery(watchdog)['result'].startswith('wrong answer: the relaunched engine answered')
+    # Final: the next probe's verdict cannot make it serving again, nor start another recovery.
+    assert program.logic.next_action(watchdog.state['status'], 'ok', 0, 2, 3)[0] == 'none'
+
+
+def test_a_launch_changed_behind_its_back_is_not_relaunched(watchdog, program):
+    watchdog.cluster.launch_script_is_ours = False
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert not relaunched(watchdog.cluster)
+    assert watchdog.state['status'] == program.logic.FAILING
+    assert 'is not launch %s' % LAUNCH_ID in recovery(watchdog)['result']
+
+
+def test_a_leak_with_the_leak_reboot_off_is_left_for_the_operator(watchdog, program):
+    watchdog.cluster.leaks['spark2'] = 'leaked'
+    watchdog.config['leak_reboot'] = False
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert watchdog.state['status'] == program.logic.LEAKED and not relaunched(watchdog.cluster)
+    assert ('reboot-if-leaked', 'spark2') not in watchdog.cluster.calls
+    assert 'leak_reboot off' in recovery(watchdog)['result']
+
+
+def test_a_leaked_node_reboots_and_the_cluster_is_relaunched(watchdog, program):
+    watchdog.cluster.leaks['spark2'] = 'leaked'
+    watchdog.cluster.after_reboot = {'spark2': 'healthy'}
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert ('reboot-if-leaked', 'spark2') in watchdog.cluster.calls and ('down', 'spark2') in watchdog.cluster.calls
+    assert ('reboot-if-leaked', 'spark1') not in watchdog.cluster.calls  # a healthy node is never rebooted
+    assert watchdog.state['status'] == program.logic.SERVING and relaunched(watchdog.cluster)
+
+
+def test_a_node_still_leaked_after_its_reboot_is_not_relaunched_onto(watchdog, program):
+    watchdog.cluster.leaks['spark2'] = 'leaked'
+    watchdog.cluster.after_reboot = {'spark2': 'leaked'}
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert watchdog.state['status'] == program.logic.LEAKED and not relaunched(watchdog.cluster)
+    assert 'still leaked after a reboot' in recovery(watchdog)['result']
+
+
+def test_a_leaked_head_reboots_last(watchdog, program):
+    # Its reboot ends the watchdog itself: every worker is asked first.
+    watchdog.cluster.leaks = {'spark1': 'leaked', 'spark2': 'leaked'}
+    watchdog.cluster.after_reboot = {'spark1': 'healthy', 'spark2': 'healthy'}
+    watchdog.recover('hang', {'verdict': 'hang'})
+    asked = [name for kind, *rest in watchdog.cluster.calls if kind == 'reboot-if-leaked' for name in rest]
+    assert asked == ['spark2', 'spark1'], watchdog.cluster.calls
+
+
+def test_a_node_that_refuses_its_reboot_is_reported_leaked(watchdog, program):
+    watchdog.cluster.leaks['spark2'] = 'leaked'
+    watchdog.cluster.reboot_answers['spark2'] = {'leaked': True, 'rebooting': False,
+                                                 'refused': 'not rebooted: the next boot has no NVIDIA modules'}
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert watchdog.state['status'] == program.logic.LEAKED and not relaunched(watchdog.cluster)
+    assert 'no NVIDIA modules' in recovery(watchdog)['result']
+
+
+def test_an_unverified_model_copy_stops_the_relaunch(watchdog, program):
+    watchdog.cluster.model_copy_cut = ['spark2']
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert not relaunched(watchdog.cluster) and watchdog.state['status'] == program.logic.FAILING
+    assert 'not verified' in recovery(watchdog)['result']
+
+
+def test_each_recovery_spends_one_of_the_budget(watchdog, program):
+    before = len(watchdog.state['recoveries'])
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert len(watchdog.state['recoveries']) == before + 1
