@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import ssl
 import subprocess
 
 import openai
@@ -19,7 +20,7 @@ import pytest
 import yaml
 
 from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, PLAYBOOK, SUMMARY_TASK, TINY_ANSWER, WORKER, api_client,
-                      assert_succeeded, gateway_ca, engine_process, link_figures, link_state, on_host)
+                      api_key, assert_succeeded, gateway_ca, engine_process, link_figures, link_state, on_host)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
 pytestmark = pytest.mark.rule("R2", "R3", "R4", "V7", "V9")
@@ -362,6 +363,30 @@ def test_openai_client_gets_a_chat_answer(sim_cluster, deployed):
     assert choice.message.content or choice.message.tool_calls, answer
     assert choice.finish_reason in ("stop", "length")
     assert answer.usage.completion_tokens > 0
+
+
+@pytest.mark.rule("A1")
+def test_agent_clients_answer_through_the_printed_endpoint_and_stream_token_by_token(sim_cluster, deployed):
+    # The APIs agents call, through the gateway with the key: OpenAI's Responses (Codex-style agents,
+    # the Agents SDK) and Anthropic's Messages (Claude-Code-style agents), as each vendor's own SDK
+    # sends them; and a chat answer streamed as it is made, not in one piece at the end.
+    import anthropic
+    client = api_client(sim_cluster)
+    model = client.models.list().data[0].id
+    response = client.responses.create(model=model, input="Hello", max_output_tokens=16, temperature=0)
+    assert response.output_text.strip() and response.usage.output_tokens > 0, response
+    head = sim_cluster.head
+    agent = anthropic.Anthropic(base_url="https://%s:%d" % (sim_cluster.ips[head], API_PORT), api_key=api_key(head),
+                                timeout=300, max_retries=0, http_client=anthropic.DefaultHttpxClient(
+                                    verify=ssl.create_default_context(cafile=gateway_ca(head))))
+    message = agent.messages.create(model=model, max_tokens=16, temperature=0,
+                                    messages=[{"role": "user", "content": "Hello"}])
+    assert message.content[0].text.strip() and message.usage.output_tokens > 0, message
+    assert agent.messages.count_tokens(model=model, messages=[{"role": "user", "content": "Hello"}]).input_tokens > 0
+    chunks = [chunk.choices[0].delta.content for chunk in client.chat.completions.create(
+        model=model, max_tokens=16, temperature=0, stream=True, messages=[{"role": "user", "content": "Hello"}])
+        if chunk.choices and chunk.choices[0].delta.content]
+    assert len(chunks) > 1 and TINY_ANSWER.strip() in "".join(chunks), chunks
 
 
 @pytest.mark.rule("A1")

@@ -205,7 +205,8 @@ def test_the_ray_dashboard_does_not_answer_even_a_cluster_member(sim_cluster, se
 
 
 # A1: what the gateway forwards with a client's key, and what each route gets from the engine.
-GATEWAY_ALLOWS = {("/v1/chat/completions", "post"), ("/v1/completions", "post"), ("/v1/models", "get")}
+GATEWAY_ALLOWS = {("/v1/chat/completions", "post"), ("/v1/completions", "post"), ("/v1/models", "get"),
+                  ("/v1/responses", "post"), ("/v1/messages", "post"), ("/v1/messages/count_tokens", "post")}
 ROUTE_PROBE = """
 import json, ssl, sys, urllib.error, urllib.request
 base, keys, routes, ca = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
@@ -243,7 +244,10 @@ def ask_every_route(client, sim_cluster, routes, keys):
     head = sim_cluster.head
     model = api_client(sim_cluster).models.list().data[0].id
     bodies = {"/v1/chat/completions": {"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]},
-              "/v1/completions": {"model": model, "max_tokens": 4, "prompt": "Hi"}}
+              "/v1/completions": {"model": model, "max_tokens": 4, "prompt": "Hi"},
+              "/v1/responses": {"model": model, "max_output_tokens": 4, "input": "Hi"},
+              "/v1/messages": {"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]},
+              "/v1/messages/count_tokens": {"model": model, "messages": [{"role": "user", "content": "Hi"}]}}
     asked = [[re.sub(r"\{[^}]*\}", "x", path), method, bodies.get(path, {"model": model})] for path, method in routes]
     with open(gateway_ca(head)) as f:
         ca = f.read()
