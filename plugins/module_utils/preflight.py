@@ -20,6 +20,7 @@ __metaclass__ = type
 
 from ansible_collections.gb10.serving.plugins.module_utils.fit import FitError, fit_plan
 from ansible_collections.gb10.serving.plugins.module_utils.profile import COMMIT
+from ansible_collections.gb10.serving.plugins.module_utils.serving_image import is_registry_reference
 
 UTILIZATION_CEILING = 0.90
 KNOWN_GOOD_DRIVER_BRANCH = '580'
@@ -296,6 +297,31 @@ def check_rdma(node):
             % (node['host'], transport, rdma_dir, rdma_dir)]
 
 
+def check_image(profile, nodes):
+    """M1, A5: the serving image must be on the head, or come there by a pull or a build, before
+    anything on a node changes (the image step comes after host prep). The head's facts say
+    image_state present, absent (its Docker answered: no such image) or unknown (no Docker yet),
+    image_pull (serving_image_pull) and image_build_recipe (serving_image_build_recipe)."""
+    if not nodes:
+        return []
+    head = nodes[0]
+    if head.get('image_state') != 'absent' or head.get('image_build_recipe'):
+        return []
+    pull = head.get('image_pull') or 'auto'
+    image = profile['image']
+    if pull == 'always' or (pull == 'auto' and is_registry_reference(image)):
+        return []
+    name, _sep, tag = image.rpartition(':') if ':' in image.split('/')[-1] else (image, '', '')
+    return ['host %s (the head): image %s of profile %s is not there, and %s. The deploy copies it from the head '
+            'to the other nodes, never from them (A5). Fix on %s: build it and tag it with the profile\'s tag '
+            '(docker tag %s %s), or docker load -i <file>; or set serving_image_build_recipe to a recipe the '
+            'deploy builds there. Then run the deploy again.'
+            % (head['host'], image, profile['name'],
+               'serving_image_pull=never' if pull == 'never' else
+               'a local name (no registry host) is not pulled (serving_image_pull=auto)',
+               head['host'], name or image, image)]
+
+
 def check_model(profile, nodes):
     """The model must be somewhere: model_sync copies it from the first host (M3), or downloads it
     there first when that host's model_download is set (gb10_model_download; a note then), at a
@@ -391,6 +417,7 @@ def preflight_problems(profile, nodes, engine=None, shape=None, ceiling=UTILIZAT
         problems += check_interface(node, min_link_mbps)
         problems += check_rdma(node)
     if len(read) == len(nodes):
+        problems += check_image(profile, nodes)
         problems += check_model(profile, nodes)
         problems += check_memory(profile, nodes, shape, recover_command, executor)
     return problems

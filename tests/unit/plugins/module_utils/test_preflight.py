@@ -408,3 +408,20 @@ def test_a_node_whose_override_still_caps_cuda_is_judged_for_the_oom_guard_on_it
     found = problems(greedy, nodes)
     assert len(found) == 1 and 'its 119.7 GiB pool - 102.9 GiB for the engine' in found[0], found
     assert 'Lower gpu_memory_utilization to <= 0.84' in found[0], found
+
+
+@pytest.mark.rule("M1", "A5")
+def test_an_image_the_head_lacks_and_cannot_get_is_refused_before_anything_changes():
+    nodes = pair()
+    nodes[0].update(image_state='absent', image_pull='auto', image_build_recipe='')
+    profile = real('minimax-m27-nvfp4')
+    found = [p for p in problems(nodes=nodes) if 'is not there' in p]
+    assert len(found) == 1 and found[0].startswith('host spark1 (the head): image %s of profile' % profile['image'])
+    name = profile['image'].rsplit(':', 1)[0]
+    assert 'docker tag %s %s' % (name, profile['image']) in found[0] and '(A5)' in found[0]
+    # A recipe to build, a pull the user allows, an image that is there, or no Docker yet: no refusal.
+    for change in ({'image_build_recipe': '/srv/recipe'}, {'image_pull': 'always'}, {'image_state': 'present'},
+                   {'image_state': 'unknown'}):
+        again = pair()
+        again[0].update(dict(nodes[0], **change))
+        assert not [p for p in problems(nodes=again) if 'is not there' in p], change
