@@ -19,7 +19,7 @@ description:
   - Refused, each with the image, the finding and the fix; an image that cannot run the probe; one
     without Ray where the executor needs it (R1), or with a Ray older than 2.52 where token
     authentication is on (A3); one that loads no NCCL, or an NCCL older than the transport needs
-    (2.30 for C(roce_ring), N7), read at runtime with C(ncclGetVersion) from the library the engine
+    (2.30.7 for C(roce_ring), N7), read at runtime with C(ncclGetVersion) from the library the engine
     loads; one that carries an NCCL configuration file (C(/etc/nccl.conf)) (N7).
 options:
   _input:

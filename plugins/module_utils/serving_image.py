@@ -222,10 +222,12 @@ IMAGE_PROBE_PREFIX = 'GB10_IMAGE_PROBE '
 # Ray's token authentication (RAY_AUTH_MODE=token, rule A3) came with Ray 2.52.
 RAY_AUTH_MIN = (2, 52, 0)
 # The oldest NCCL each transport's env file works with (N7). roce_ring sets per-connection GIDs
-# (NCCL_IB_ADDR_FAMILY/ADDR_RANGE, NCCL_IB_SUBNET_AWARE_ROUTING, NCCL_IB_MERGE_NICS=0: rule N6),
-# which the field's switchless 3-node clusters needed NCCL 2.30 for (the M3 fork image's 2.29.7
-# did not take them); roce and socket run on every NCCL the profiles' images carry.
-NCCL_MIN = {'roce_ring': (2, 30, 0)}
+# (NCCL_IB_ADDR_FAMILY/ADDR_RANGE, NCCL_IB_SUBNET_AWARE_ROUTING, NCCL_IB_MERGE_NICS=0: rule N6), and
+# NCCL_IB_SUBNET_AWARE_ROUTING first exists in 2.30.7 (NVIDIA/nccl src/transport/net_ib/connect.cc,
+# NCCL_PARAM(IbSubnetAwareRouting, ...) at v2.30.7-1, absent at v2.30.4-1): an older NCCL ignores it
+# in silence and the ring fails with ibv_modify_qp errors. roce and socket run on every NCCL the
+# profiles' images carry.
+NCCL_MIN = {'roce_ring': (2, 30, 7)}
 
 
 def nccl_version(code):
@@ -332,8 +334,8 @@ def image_refusals(probe, image, host, status=None, output='', need_ray=True, ra
                 'per-connection GIDs (NCCL_IB_ADDR_RANGE, NCCL_IB_SUBNET_AWARE_ROUTING, NCCL_IB_MERGE_NICS=0; N6, '
                 'N7) need it. %s Fix: an image with NCCL %s or later (a recipe for serving_image_build_recipe that '
                 'runs pip install "nvidia-nccl-cu13>=%s"), or a transport this NCCL runs.'
-                % (head, _nccl_line(nccl), transport, version_text(floor[:2]), copied, version_text(floor[:2]),
-                   version_text(floor[:2])))
+                % (head, _nccl_line(nccl), transport, version_text(floor), copied, version_text(floor),
+                   version_text(floor)))
     for conf in probe.get('nccl_conf') or []:
         problems.append(
             '%s carries NCCL configuration file %s (%s). NCCL reads it beside the environment, so it sets what the '

@@ -116,9 +116,9 @@ def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simu
     # Addresses are left out unless asked for.
     assert sim_cluster.cluster_ips[head] not in json.dumps(report)
     # The loop closes: the worker becomes the node the report measured (its cache, services, driver).
-    subprocess.run(["docker", "cp", str(tmp_path / "reports" / ("%s.report.json" % head)), "%s:/tmp/report.json" % worker],
-                   check=True, timeout=60)
-    on_host(worker, "/opt/gb10-sim/bin/gb10-sim-from-report", "/tmp/report.json", worker)
+    subprocess.run(["docker", "exec", "-i", worker, "sh", "-c", "cat > /var/tmp/report.json"], check=True, timeout=60,
+                   input=(tmp_path / "reports" / ("%s.report.json" % head)).read_bytes())
+    on_host(worker, "/opt/gb10-sim/bin/gb10-sim-from-report", "/var/tmp/report.json", worker)
     state = dict(line.split("=", 1) for line in on_host(worker, "cat", "/var/lib/gb10-sim/state").split())
     measured = report["nodes"][worker]["memory"]
     assert abs(float(state["cache_gib"]) - measured["reclaimable_gib"]) < 0.01, (state, measured)

@@ -114,15 +114,15 @@ def probe_result(ray="2.60.0", nccl=22809, conf=()):
 
 def test_a_fit_image_has_no_refusal():
     assert si.image_refusals(probe_result(), "vllm-node:0.32.0", "spark1") == []
-    assert si.image_refusals(probe_result(nccl=23000), "vllm-node:0.32.0", "spark1", transport="roce_ring") == []
+    assert si.image_refusals(probe_result(nccl=23007), "vllm-node:0.32.0", "spark1", transport="roce_ring") == []
 
 
 def test_the_ring_refuses_an_nccl_before_2_30_naming_the_image_the_finding_and_the_fix():
     problems = si.image_refusals(probe_result(nccl=22907), "m3-fork:fb63c9a", "spark1", transport="roce_ring")
     assert len(problems) == 1, problems
     assert problems[0].startswith("host spark1: image m3-fork:fb63c9a loads NCCL 2.29.7 (/usr/lib/aarch64"), problems
-    assert "gb10_nccl_transport=roce_ring needs NCCL 2.30 or later" in problems[0], problems
-    assert 'Fix: an image with NCCL 2.30 or later' in problems[0] and "Nothing was copied." in problems[0]
+    assert "gb10_nccl_transport=roce_ring needs NCCL 2.30.7 or later" in problems[0], problems
+    assert 'Fix: an image with NCCL 2.30.7 or later' in problems[0] and "Nothing was copied." in problems[0]
     # The same image is fit on a pair's transport.
     assert si.image_refusals(probe_result(nccl=22907), "m3-fork:fb63c9a", "spark1", transport="roce") == []
 
@@ -180,3 +180,11 @@ def test_the_link_probe_on_a_real_cuda_machine_reports_the_runtime_nccl_and_its_
         line = next(line for line in handle if line.startswith("GB10_LINK_PROBE "))
     result = json.loads(line[len("GB10_LINK_PROBE "):])
     assert result["nccl"] == "2.28.9" and result["nccl_library"].endswith("/nvidia/nccl/lib/libnccl.so.2"), result
+
+
+@pytest.mark.rule("N6", "N7")
+def test_the_ring_refuses_2_30_4_which_ignores_subnet_aware_routing():
+    # NCCL_IB_SUBNET_AWARE_ROUTING first exists in 2.30.7 (NVIDIA/nccl src/transport/net_ib/connect.cc at
+    # v2.30.7-1, absent at v2.30.4-1): 2.30.4 would ignore the ring's setting in silence.
+    assert si.image_refusals(probe_result(nccl=23004), "x:1", "spark1", transport="roce_ring")
+    assert si.image_refusals(probe_result(nccl=23007), "x:1", "spark1", transport="roce_ring") == []
