@@ -28,6 +28,9 @@ import ipaddress
 import re
 
 MODES = ('pair', 'single', 'bond', 'mesh')
+# The bits NCCL compares to tell RoCE subnets apart: NCCL_IB_SUBNET_PREFIX_LEN's default
+# (NVIDIA/nccl src/transport/net_ib/connect.cc at v2.30.7-1).
+NCCL_SUBNET_PREFIX_LEN = 24
 # Ports each mode can use: the two halves of one QSFP cable (pair, bond); one port; in a mesh one
 # or two ports per peer, so 2 or 4 on a node of three (N6: a ring node has 4 Up, a pair 2).
 PORT_COUNTS = {'pair': (2,), 'single': (1,), 'bond': (2,), 'mesh': (2, 4)}
@@ -317,6 +320,21 @@ def _validate_mesh(hosts):
                 problems.append('host %s: link subnet %s to %s has no matching address on %s. Fix: '
                                 'set the same subnet in cluster_link_mesh.%s of host %s.'
                                 % (members[0], net, peer, peer, members[0], peer))
+    # NCCL tells the links apart by subnet at NCCL_IB_SUBNET_PREFIX_LEN, 24 bits by default
+    # (NVIDIA/nccl src/transport/net_ib/connect.cc at v2.30.7-1): two links whose own subnets are
+    # narrower than /24 and share their first 24 bits are one subnet to it, and it picks the wrong
+    # HCA for a peer (N6).
+    by_nccl = {}
+    for net in subnets:
+        seen = net.supernet(new_prefix=NCCL_SUBNET_PREFIX_LEN) if net.prefixlen > NCCL_SUBNET_PREFIX_LEN else net
+        by_nccl.setdefault(seen, set()).add(net)
+    for seen, nets in sorted(by_nccl.items()):
+        if len(nets) > 1:
+            problems.append('link subnets %s are one subnet to NCCL, which compares the first %d bits '
+                            '(NCCL_IB_SUBNET_PREFIX_LEN) and would pick the wrong HCA for a peer (N6). Fix: give '
+                            'each cable half its own /%d in cluster_link_mesh (e.g. 192.168.101.0/24, '
+                            '192.168.102.0/24, ...).' % (', '.join(str(n) for n in sorted(nets)),
+                                                          NCCL_SUBNET_PREFIX_LEN, NCCL_SUBNET_PREFIX_LEN))
     return problems
 
 

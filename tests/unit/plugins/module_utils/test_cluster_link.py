@@ -314,3 +314,22 @@ def test_live_drift_finds_missing_address_and_mtu():
     assert cl.live_drift(result['interfaces'], result['ports'], done, 9000) == []
     bond = cl.plan('spark1', pair('bond'), ['enp1s0f0np0', 'enP2p1s0f0np0'], CX7, {}, {})
     assert cl.live_drift(bond['interfaces'], bond['ports'], [], 9000) == ['bond0 does not exist yet']
+
+
+@pytest.mark.rule("N6")
+def test_a_mesh_of_slash_30_links_in_one_slash_24_is_refused_as_one_subnet_to_nccl():
+    # Each cable half on its own /30, all six in 192.168.100.0/24: distinct subnets to the kernel, one
+    # to NCCL, which compares 24 bits (NCCL_IB_SUBNET_PREFIX_LEN's default).
+    data = copy.deepcopy(MESH)
+    thirds = {'192.168.%d.' % n: '192.168.100.%d' % (4 * (n - 101)) for n in range(101, 107)}
+    for host in data:
+        for peer in data[host]:
+            for link in data[host][peer]:
+                ip = link['address'].split('/')[0]
+                base, last = ip.rsplit('.', 1)
+                start = int(thirds[base + '.'].rsplit('.', 1)[1])
+                link['address'] = '192.168.100.%d/30' % (start + 1 + (int(last) > 1))
+    problems = cl.plan('spark1', mesh(data), [], CX7, {}, {})['problems']
+    assert any(p.startswith('link subnets 192.168.100.0/30, 192.168.100.4/30') and 'NCCL_IB_SUBNET_PREFIX_LEN' in p
+               for p in problems), problems
+    assert not any('one subnet to NCCL' in p for p in cl.plan('spark1', mesh(), [], CX7, {}, {})['problems'])
