@@ -297,6 +297,24 @@ def check_rdma(node):
             % (node['host'], transport, rdma_dir, rdma_dir)]
 
 
+# H11: more than this much CMA beyond any CMA area is Kexec HandOver's scratch (NVIDIA/NV-Kernels PR
+# 591: ~9.3 GiB of pageblocks, CmaFree ~9.7 GiB with CmaTotal 0); a healthy node shows none.
+KHO_CMA_GIB = 1.0
+
+
+def check_kho(node):
+    """H11: kernel 7.0.0-1019-nvidia's Kexec HandOver returns ~9.3 GiB of scratch pageblocks as CMA,
+    which long-term pins cannot use: NCCL's ibv_reg_mr fails with ENOMEM under GPU memory pressure
+    (NVIDIA/NV-Kernels PR 591; the field's fix: kho=off, or the 6.17.0-1032 kernel)."""
+    cma = (node.get('memory') or {}).get('kho_cma_gib')
+    if not isinstance(cma, (int, float)) or cma <= KHO_CMA_GIB:
+        return []
+    return ['host %s: %.1f GiB of CMA beyond any CMA area (meminfo CmaFree above CmaTotal): the kernel\'s Kexec '
+            'HandOver scratch (kernel 7.0.0-1019-nvidia), which NCCL\'s memory registration cannot pin: ibv_reg_mr '
+            'fails with ENOMEM (H11). Fix: add kho=off to GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, run sudo '
+            'update-grub and reboot (or boot 6.17.0-1032-nvidia); then run the deploy again.' % (node['host'], cma)]
+
+
 def check_image(profile, nodes):
     """M1, A5: the serving image must be on the head, or come there by a pull or a build, before
     anything on a node changes (the image step comes after host prep). The head's facts say
@@ -416,6 +434,7 @@ def preflight_problems(profile, nodes, engine=None, shape=None, ceiling=UTILIZAT
         problems += check_driver(node)
         problems += check_interface(node, min_link_mbps)
         problems += check_rdma(node)
+        problems += check_kho(node)
     if len(read) == len(nodes):
         problems += check_image(profile, nodes)
         problems += check_model(profile, nodes)

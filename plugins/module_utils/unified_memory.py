@@ -141,6 +141,9 @@ def assess(fields, gpu_apps=None, cuda=None, leak_threshold_gib=DEFAULT_LEAK_THR
         'reclaimable_gib': to_gib(max(available - fields.get('MemFree', available), 0)),
         'locked_gib': to_gib(fields.get('Mlocked', 0)),
         'gpu_held_gib': to_gib(meminfo_gap) if gpu_apps else 0.0,
+        # H11: CMA free beyond any CMA area: Kexec HandOver's scratch pageblocks (NVIDIA/NV-Kernels
+        # PR 591: CmaTotal 0, CmaFree ~9.7 GiB on kernel 7.0.0-1019-nvidia), unfit for long-term pins.
+        'kho_cma_gib': to_gib(max(fields.get('CmaFree', 0) - fields.get('CmaTotal', 0), 0)),
         'leak_gib': to_gib(unaccounted) if leaked else 0.0,
         'kernel_gib': to_gib(kernel),
         'gpu_processes_gib': to_gib(gpu_reported),

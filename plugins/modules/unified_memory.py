@@ -158,6 +158,11 @@ gpu_held_gib:
   returned: always
   type: float
   sample: 98.2
+kho_cma_gib:
+  description: CmaFree beyond CmaTotal, the Kexec HandOver scratch pageblocks of kernel 7.0.0-1019-nvidia (about 9.7 on a Spark), which NCCL's memory registration cannot pin (rule H11).
+  returned: always
+  type: float
+  sample: 0.0
 leak_gib:
   description: C(unaccounted_gib) when C(leaked), else 0.
   returned: always

@@ -425,3 +425,16 @@ def test_an_image_the_head_lacks_and_cannot_get_is_refused_before_anything_chang
         again = pair()
         again[0].update(dict(nodes[0], **change))
         assert not [p for p in problems(nodes=again) if 'is not there' in p], change
+
+
+@pytest.mark.rule("H11")
+def test_kernel_scratch_cma_that_nccl_cannot_pin_is_refused_with_the_fix():
+    # NVIDIA/NV-Kernels PR 591: kernel 7.0.0-1019-nvidia with Kexec HandOver on, CmaTotal 0 and ~9.7 GiB
+    # CmaFree; NCCL's ibv_reg_mr fails with ENOMEM.
+    nodes = pair()
+    nodes[1]['memory'] = dict(nodes[1]['memory'], kho_cma_gib=9.7)
+    found = [p for p in problems(nodes=nodes) if '(H11)' in p]
+    assert len(found) == 1 and found[0].startswith('host spark2: 9.7 GiB of CMA beyond any CMA area'), found
+    assert 'kho=off' in found[0] and 'update-grub' in found[0] and '6.17.0-1032' in found[0]
+    nodes[1]['memory']['kho_cma_gib'] = 0.0
+    assert not [p for p in problems(nodes=nodes) if '(H11)' in p]

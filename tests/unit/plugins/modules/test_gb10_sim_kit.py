@@ -356,3 +356,14 @@ def test_the_kit_installs_as_the_field_report_and_takes_a_real_sparks_report(kit
     assert theirs['driver_version'] == '580.173.02' and theirs['leaked'] and theirs['processes_gib'] > 19, theirs
     assert 39 < theirs['reclaimable_gib'] < 41, theirs
     assert kit.run('gb10-sim-from-report', str(path), 'nobody').returncode == 2
+
+
+@pytest.mark.rule("H11")
+def test_kernel_7_0_0_1019_boots_with_kexec_handover_scratch_as_cma_unless_kho_is_off(kit, run_module):
+    # NVIDIA/NV-Kernels PR 591: CmaTotal 0, CmaFree ~9.7 GiB; kho=off leaves none.
+    assert kit.run('gb10-sim-kernel', '7.0.0-1019-nvidia').returncode == 0
+    assert kit.run('gb10-test-boot').returncode == 0
+    assert run_module(unified_memory.main, kit.args())[1]['kho_cma_gib'] == 9.7
+    assert kit.run('gb10-sim-set', 'kho_off=1').returncode == 0
+    assert kit.run('gb10-test-boot').returncode == 0
+    assert run_module(unified_memory.main, kit.args())[1]['kho_cma_gib'] == 0.0
