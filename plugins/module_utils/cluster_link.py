@@ -333,8 +333,8 @@ def _validate_mesh(hosts):
             problems.append('link subnets %s are one subnet to NCCL, which compares the first %d bits '
                             '(NCCL_IB_SUBNET_PREFIX_LEN) and would pick the wrong HCA for a peer (N6). Fix: give '
                             'each cable half its own /%d in cluster_link_mesh (e.g. 192.168.101.0/24, '
-                            '192.168.102.0/24, ...).' % (', '.join(str(n) for n in sorted(nets)),
-                                                          NCCL_SUBNET_PREFIX_LEN, NCCL_SUBNET_PREFIX_LEN))
+                            '192.168.102.0/24, ...).'
+                            % (', '.join(str(n) for n in sorted(nets)), NCCL_SUBNET_PREFIX_LEN, NCCL_SUBNET_PREFIX_LEN))
     return problems
 
 

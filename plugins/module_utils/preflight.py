@@ -413,8 +413,8 @@ def check_memory(profile, nodes, shape=None, recover_command=None, executor='ray
                        profile['name'], min(rooms), plan['needed_free_gib'],
                        recover_command or 'playbooks/recover.yml with this inventory')]
     return ['host %s (poorest node: %.1f GiB CUDA-visible, %.1f GiB available with what its own engine '
-            'holds): profile %s (gb10_profile) does not fit: %s' % (poorest['host'], budget, room(poorest),
-                                                                   profile['name'], plan['reason'])]
+            'holds): profile %s (gb10_profile) does not fit: %s'
+            % (poorest['host'], budget, room(poorest), profile['name'], plan['reason'])]
 
 
 def preflight_problems(profile, nodes, engine=None, shape=None, ceiling=UTILIZATION_CEILING,

@@ -78,8 +78,9 @@ def verdicts(nodes):
     if pools:
         capped = [h for h in pools if memory[h]['cuda_total_gib'] < WHOLE_POOL_SHARE * memory[h]['total_gib']]
         out.append(_verdict('H2', 'fails' if capped else 'holds', ', '.join(
-            '%s CUDA %.1f of %.1f GiB%s' % (h, memory[h]['cuda_total_gib'], memory[h]['total_gib'],
-                                           ' (override file present)' if nodes[h].get('override_present') else '')
+            '%s CUDA %.1f of %.1f GiB%s'
+            % (h, memory[h]['cuda_total_gib'], memory[h]['total_gib'],
+               ' (override file present)' if nodes[h].get('override_present') else '')
             for h in pools)))
     else:
         out.append(_verdict('H2', 'not measured', 'no CUDA view'))
@@ -95,9 +96,9 @@ def verdicts(nodes):
     if measured:
         leaked = [h for h in measured if memory[h].get('leaked')]
         out.append(_verdict('H4', 'fails' if leaked else 'holds', ', '.join(
-            '%s unaccounted %.2f GiB (threshold %s%s)' % (h, memory[h].get('unaccounted_gib', 0),
-                                                        memory[h].get('leak_threshold_gib'),
-                                                        ', engine running' if memory[h].get('gpu_workload') else '')
+            '%s unaccounted %.2f GiB (threshold %s%s)'
+            % (h, memory[h].get('unaccounted_gib', 0), memory[h].get('leak_threshold_gib'),
+               ', engine running' if memory[h].get('gpu_workload') else '')
             for h in measured)))
         idle = [h for h in measured if not memory[h].get('gpu_workload') and _num(memory[h].get('available_gib'))]
         if len(idle) == len(measured) and len(idle) > 1:

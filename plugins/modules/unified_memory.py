@@ -139,12 +139,16 @@ page_cache_gib:
   type: float
   sample: 0.4
 processes_gib:
-  description: Memory held by processes, AnonPages plus Shmem (shared memory, Ray's object store) plus Mlocked (pages a process locked).
+  description:
+    - Memory held by processes, AnonPages plus Shmem (shared memory, Ray's object store) plus Mlocked (pages a
+      process locked).
   returned: always
   type: float
   sample: 3.1
 reclaimable_gib:
-  description: MemAvailable minus MemFree, the page cache the kernel reclaims on demand. On a GB10 CUDA counts it as used (its free figure is MemFree), vLLM and the fit do not.
+  description:
+    - MemAvailable minus MemFree, the page cache the kernel reclaims on demand.
+    - On a GB10 CUDA counts it as used (its free figure is MemFree), vLLM and the fit do not.
   returned: always
   type: float
   sample: 12.6
@@ -154,12 +158,16 @@ locked_gib:
   type: float
   sample: 0.0
 gpu_held_gib:
-  description: Memory in use that no counter owns while a GPU process runs, which on a GB10 is what the GPU workload holds (a vLLM engine holds gpu_memory_utilization x the pool from its start to its stop); 0 without a GPU process.
+  description:
+    - Memory in use that no counter owns while a GPU process runs, which on a GB10 is what the GPU workload holds
+      (a vLLM engine holds gpu_memory_utilization x the pool from its start to its stop); 0 without a GPU process.
   returned: always
   type: float
   sample: 98.2
 kho_cma_gib:
-  description: CmaFree beyond CmaTotal, the Kexec HandOver scratch pageblocks of kernel 7.0.0-1019-nvidia (about 9.7 on a Spark), which NCCL's memory registration cannot pin (rule H11).
+  description:
+    - CmaFree beyond CmaTotal, the Kexec HandOver scratch pageblocks of kernel 7.0.0-1019-nvidia (about 9.7 on a
+      Spark), which NCCL's memory registration cannot pin (rule H11).
   returned: always
   type: float
   sample: 0.0
@@ -199,12 +207,15 @@ unified:
   type: bool
   sample: true
 cuda_offset_gib:
-  description: MemFree minus CUDA free as measured now (0 on a healthy GB10, whose CUDA free figure is MemFree). Null without a whole-pool CUDA view.
+  description:
+    - MemFree minus CUDA free as measured now (0 on a healthy GB10, whose CUDA free figure is MemFree).
+    - Null without a whole-pool CUDA view.
   returned: always
   type: float
   sample: 0.0
 healthy_cuda_offset_gib:
-  description: The clean offset CUDA's gap was judged against, the node's baseline (at most 1 GiB) or 0, what a clean GB10 shows.
+  description:
+    - The clean offset CUDA's gap was judged against, the node's baseline (at most 1 GiB) or 0, what a clean GB10 shows.
   returned: always
   type: float
   sample: 0.0

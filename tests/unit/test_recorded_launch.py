@@ -25,8 +25,8 @@ def run_context(tmp_path, record=None, extravars=None):
     playbook = tmp_path / 'play.yml'
     playbook.write_text(yaml.safe_dump([{
         'name': 'The run context', 'hosts': 'gb10_cluster', 'gather_facts': False,
-        'tasks': [{'name': 'Context', 'ansible.builtin.import_role': {'name': 'gb10.serving.cluster',
-                                                                     'tasks_from': 'context'}},
+        'tasks': [{'name': 'Context',
+                   'ansible.builtin.import_role': {'name': 'gb10.serving.cluster', 'tasks_from': 'context'}},
                   {'name': 'Say the launch', 'ansible.builtin.debug': {
                       'msg': '{{ gb10_deploy_profile.name }} {{ gb10_profile_overlay }} {{ gb10_executor }}'}}]}]))
     inventory = tmp_path / 'hosts.ini'

@@ -52,7 +52,8 @@ def watchdog(program, tmp_path, monkeypatch):
               'stop_timeout_s': 30, 'state_dir': '/var/lib/gb10-engine', 'incidents_keep': 5, 'head': 'spark1',
               'leak_reboot': True, 'ranks': {}, 'probe': {'messages': []},
               'known_answer': {'messages': [], 'expect': ' the cluster answers.'}, 'max_restarts': 3,
-              'window_s': 3600, 'max_per_day': 6, 'cluster_ssh': '/usr/local/sbin/gb10-cluster-ssh', 'key_addresses': {'spark1': '10.0.0.1', 'spark2': '10.0.0.2'}}
+              'window_s': 3600, 'max_per_day': 6, 'cluster_ssh': '/usr/local/sbin/gb10-cluster-ssh',
+              'key_addresses': {'spark1': '10.0.0.1', 'spark2': '10.0.0.2'}}
     os.makedirs(config['data_dir'])
 
     def exec_in(container, argv, detach=False, timeout=60):

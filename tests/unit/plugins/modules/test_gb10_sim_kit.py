@@ -346,9 +346,9 @@ def test_the_kit_installs_as_the_field_report_and_takes_a_real_sparks_report(kit
     fresh = run_module(unified_memory.main, kit.args())[1]
     assert abs(fresh['reclaimable_gib'] - shipped['nodes']['spark']['memory']['reclaimable_gib']) < 0.2, fresh
     # A report a Spark's owner ran: a poorer node with more cache, a leak and another driver.
-    report = {'format': 1, 'nodes': {'spark-b': {'memory': {'total_gib': 119.7, 'processes_gib': 19.0,
-                                                             'reclaimable_gib': 40.0, 'leak_gib': 33.0},
-                                                  'driver_version': '580.173.02', 'override_present': False}}}
+    memory = {'total_gib': 119.7, 'processes_gib': 19.0, 'reclaimable_gib': 40.0, 'leak_gib': 33.0}
+    report = {'format': 1, 'nodes': {'spark-b': {'memory': memory, 'driver_version': '580.173.02',
+                                                 'override_present': False}}}
     path = tmp_path / 'theirs.json'
     path.write_text(json.dumps(report))
     assert kit.run('gb10-sim-from-report', str(path), 'spark-b').returncode == 0
