@@ -380,7 +380,7 @@ def test_agent_clients_answer_through_the_printed_endpoint_and_stream_token_by_t
     agent = anthropic.Anthropic(base_url="https://%s:%d" % (sim_cluster.ips[head], API_PORT), api_key=api_key(head),
                                 timeout=300, max_retries=0, http_client=anthropic.DefaultHttpxClient(
                                     verify=ssl.create_default_context(cafile=gateway_ca(head))))
-    message = agent.messages.create(model=model, max_tokens=16, temperature=0,
+    message = agent.messages.create(model=model, max_tokens=16,
                                     messages=[{"role": "user", "content": "Hello"}])
     assert message.content[0].text.strip() and message.usage.output_tokens > 0, message
     assert agent.messages.count_tokens(model=model, messages=[{"role": "user", "content": "Hello"}]).input_tokens > 0
