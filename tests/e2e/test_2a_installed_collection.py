@@ -154,6 +154,8 @@ def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_p
                      if e.get("event") == "runner_on_start" and e["event_data"].get("role") == "cluster"
                      and not e["event_data"].get("task", "").startswith("Validating arguments against arg spec")}
     assert cluster_tasks <= {"Require a profile", "Resolve the profile once, with this inventory's overlay (M1)",
+                             "Read the launch that served last on the head (no gb10_profile given)",
+                             "Take that launch for the run", "Refuse a recorded launch of other nodes",
                              "What the API gateway fronts",
                              "Refuse an engine the deploy does not launch", "Read whether this node is as the last full run left it",
                              "Provide the client keys (never printed)", "Where clients reach the gateway and the CA that proves it",
