@@ -85,3 +85,19 @@ def run_module():
 @pytest.fixture
 def fixture_path():
     return lambda *parts: os.path.join(FIXTURES, *parts)
+
+
+@pytest.fixture
+def watchdog_program(tmp_path):
+    """The watchdog as role watchdog installs it (roles/watchdog/files/gb10_watchdog.py with
+    plugins/module_utils/watchdog.py beside it as gb10_watchdog_logic.py), imported from there."""
+    import importlib.util
+    import shutil
+    shutil.copy(os.path.join(TOP, 'roles', 'watchdog', 'files', 'gb10_watchdog.py'), str(tmp_path))
+    shutil.copy(os.path.join(TOP, 'plugins', 'module_utils', 'watchdog.py'), str(tmp_path / 'gb10_watchdog_logic.py'))
+    spec = importlib.util.spec_from_file_location('gb10_watchdog_under_test', str(tmp_path / 'gb10_watchdog.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop('gb10_watchdog_logic', None)
+    sys.path.remove(str(tmp_path))

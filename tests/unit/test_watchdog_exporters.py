@@ -8,30 +8,12 @@ serving a page as role node_metrics serves it. A copy of the model that a node s
 around them runs on the simulated cluster (tests/e2e/test_4b_watchdog.py)."""
 
 import http.server
-import importlib.util
-import os
-import shutil
-import sys
 import threading
 import time
 
 import pytest
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = '/models/gb10-sim-tiny-llama'
-
-
-@pytest.fixture
-def watchdog_program(tmp_path):
-    """The program as the role installs it: gb10_watchdog.py with gb10_watchdog_logic.py beside it."""
-    shutil.copy(os.path.join(TOP, 'roles', 'watchdog', 'files', 'gb10_watchdog.py'), tmp_path)
-    shutil.copy(os.path.join(TOP, 'plugins', 'module_utils', 'watchdog.py'), tmp_path / 'gb10_watchdog_logic.py')
-    spec = importlib.util.spec_from_file_location('gb10_watchdog_under_test', str(tmp_path / 'gb10_watchdog.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop('gb10_watchdog_logic', None)
-    sys.path.remove(str(tmp_path))
 
 
 class ExporterPage(http.server.BaseHTTPRequestHandler):

@@ -6,30 +6,19 @@ the cluster SSH gate) replaced by a node table the test sets: what each step wou
 checks the outcome an operator reads (the watchdog's state and the incident's record) and whether the
 engine was started again. The whole loop runs on the simulated cluster (tests/e2e/test_4b_watchdog.py)."""
 
-import importlib.util
 import json
 import os
-import shutil
-import sys
 
 import pytest
 
 pytestmark = pytest.mark.rule("O4", "H4")
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAUNCH_ID = 'launch-7'
 
 
 @pytest.fixture
-def program(tmp_path):
-    shutil.copy(os.path.join(TOP, 'roles', 'watchdog', 'files', 'gb10_watchdog.py'), tmp_path)
-    shutil.copy(os.path.join(TOP, 'plugins', 'module_utils', 'watchdog.py'), tmp_path / 'gb10_watchdog_logic.py')
-    spec = importlib.util.spec_from_file_location('gb10_watchdog_recover_under_test', str(tmp_path / 'gb10_watchdog.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop('gb10_watchdog_logic', None)
-    sys.path.remove(str(tmp_path))
+def program(watchdog_program):
+    return watchdog_program
 
 
 class Cluster:
