@@ -3,10 +3,10 @@
 # host's own python3 and the libraries it loads (about 50 MB), without Ray, vLLM or torch, each
 # with the fixture kit's stand-in libnccl.so.2 (tests/sim/images/serving/libnccl_standin.c, built
 # on the controller with the field's version codes) where the loader finds a system NCCL:
-#   gb10-si-py:fit       NCCL 2.30.1, and pip's 2.29.7 beside it (nvidia/nccl/lib in site-packages)
+#   gb10-si-py:fit       NCCL 2.31.2, and pip's 2.29.7 beside it (nvidia/nccl/lib in site-packages)
 #   gb10-si-py:old-nccl  NCCL 2.29.7, what the MiniMax M3 fork image ships
-#   gb10-si-py:nccl-conf NCCL 2.30.1 and an /etc/nccl.conf that turns RoCE off
-# Usage: python_images.sh DIR  (DIR holds libnccl-22907.so.2 and libnccl-23001.so.2)
+#   gb10-si-py:nccl-conf NCCL 2.31.2 and an /etc/nccl.conf that turns RoCE off
+# Usage: python_images.sh DIR  (DIR holds libnccl-22907.so.2 and libnccl-23102.so.2)
 set -euo pipefail
 libs=$1
 r=$(mktemp -d)
@@ -35,7 +35,7 @@ pip=$r/usr/local/lib/python3.11/dist-packages/nvidia/nccl/lib
 image() {  # name: import the tree as it stands
   tar -C "$r" -c . | docker import - "$1" >/dev/null
 }
-cp "$libs/libnccl-23001.so.2" "$system/libnccl.so.2"
+cp "$libs/libnccl-23102.so.2" "$system/libnccl.so.2"
 mkdir -p "$pip"
 cp "$libs/libnccl-22907.so.2" "$pip/libnccl.so.2"
 image gb10-si-py:fit
