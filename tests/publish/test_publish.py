@@ -113,8 +113,8 @@ def test_ansible_builder_creates_the_execution_environment_context(tmp_path):
     build_files = context / "_build"
     assert (context / "Containerfile").is_file() or (context / "Dockerfile").is_file(), os.listdir(str(context))
     galaxy = yaml.safe_load((build_files / "requirements.yml").read_text())
-    assert {c["name"] for c in galaxy["collections"]} >= {"community.docker", "ansible.posix", "community.general",
-                                                         "community.crypto"}
+    wanted = {"community.docker", "ansible.posix", "community.general", "community.crypto"}
+    assert {c["name"] for c in galaxy["collections"]} >= wanted
     python = (build_files / "requirements.txt").read_text()
     assert "pyyaml" in python.lower() and "jinja2" in python.lower(), python
     assert "openssh" in (build_files / "bindep.txt").read_text()
