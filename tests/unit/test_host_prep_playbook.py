@@ -21,6 +21,7 @@ def test_host_prep_without_a_profile_names_it_and_the_users_command(tmp_path):
                            '-e', 'ansible_python_interpreter=' + sys.executable],
                           cwd=TOP, env=env, capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode != 0
-    assert 'gb10_profile is not set: pass -e gb10_profile=' in proc.stdout, proc.stdout
+    assert 'gb10_profile is not set and spark1 records no launch that served' in proc.stdout, proc.stdout
+    assert 'pass -e gb10_profile=' in proc.stdout, proc.stdout
     assert ('fix what the message names, then run `ansible-playbook playbooks/host-prep.yml -i %s '
             '-e ansible_python_interpreter=%s --limit spark1` again' % (inventory, sys.executable)) in proc.stdout
