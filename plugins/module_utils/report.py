@@ -16,20 +16,24 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gb10.serving.plugins.module_utils import memory_balance, preflight, unified_memory
+
 REPORT_FORMAT = 1
 # Serial numbers, MAC addresses, GPU and board UUIDs and keys never leave the node in a report.
 MAC = re.compile(r'\b[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5}\b')
 UUID = re.compile(r'\b(?:GPU|MIG)-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}\b')
 SERIAL = re.compile(r'(?im)^(\s*(?:serial(?: number)?|board part number|module id)\s*:\s*).*$')
 IPV4 = re.compile(r'\b(?:\d{1,3}\.){3}\d{1,3}(?:/\d{1,2})?\b')
-# A whole pool as CUDA sees it (rule H2), the leak threshold's figure (H4) and SGLang's 10 % (H5).
-WHOLE_POOL_SHARE = 0.9
-BALANCE_SHARE = 0.10
+# The figures the verdicts judge by are the collection's own, defined once where the rule is enforced:
+# a whole pool as CUDA sees it (H2), SGLang's 10 % balance (H5), the 580 branch (H1), the slowest
+# cluster link (N5).
+WHOLE_POOL_SHARE = unified_memory.WHOLE_POOL_SHARE
+BALANCE_SHARE = memory_balance.MAX_IMBALANCE
+DRIVER_BRANCH = preflight.KNOWN_GOOD_DRIVER_BRANCH
+MIN_LINK_MBPS = preflight.MIN_CLUSTER_LINK_MBPS
 # CUDA's free figure is MemFree on a GB10 (unslothai/unsloth PR 10704): the readings agree within
 # their rounding and a driver's few hundred MB.
 CUDA_IS_MEMFREE_GIB = 1.0
-DRIVER_BRANCH = '580'
-MIN_LINK_MBPS = 10000
 # What the report does not measure yet, said rather than left out.
 NOT_MEASURED = ('H7', 'N7', 'R1', 'V7')
 
