@@ -729,6 +729,9 @@ def test_an_engine_not_ready_in_time_fails_with_its_logs(sim_cluster, serving, r
     assert "NEXT STEP (gb10.serving)" in run_text(result)
 
 
+# `full` (the test budget): a start that fails, with every node's logs gathered and the next step
+# printed, is the not-ready case above in the default run; this adds the worker lost under the start.
+@pytest.mark.full
 def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, run_playbook):
     # The test before left an engine that never gets ready: this one launches anew anyway, so it
     # does not ask for a serving cluster (which would deploy first).
@@ -760,9 +763,9 @@ def test_a_worker_killed_during_start_up_fails_with_its_logs(sim_cluster, run_pl
 
 @pytest.mark.rule("H4")
 def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_containers(sim_cluster, run_playbook):
-    # What an operator runs after the failed start above: playbooks/teardown.yml. Its engine is
-    # waiting for the lost worker's GPU and may not answer SIGTERM; the stop is bounded (here 15 s,
-    # as an operator may pass) and then kills it. The engine's ranks end inside running containers
+    # What an operator runs after a failed start above: playbooks/teardown.yml. Its engine, held
+    # before its start (or waiting for a lost worker's GPU, in `full`), may not answer SIGTERM; the
+    # stop is bounded (here 15 s, as an operator may pass) and then kills it. The engine's ranks end inside running containers
     # first (H4), so no node leaks, and no Ray container is left on any node. (The TP=3 module's
     # deploy then starts from clean nodes instead of waiting out the role's 120 s bound itself.)
     leaks_before = leaks(sim_cluster.hosts)

@@ -195,13 +195,17 @@ def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(wa
             # What Prometheus itself says of each target: the one that is down and why.
             raise AssertionError("%s; Prometheus's targets: %s" % (late, scrape_targets(port))) from None
 
-        # A leak on the worker (20 GiB held by the driver, H4): its figures move, the head's do not,
-        # and they are what the unified_memory module reports on each node.
+        # A leak on the worker (memory held by the driver, H4): its figures move, the head's do not,
+        # and they are what the unified_memory module reports on each node. The serving worker's
+        # engine holds its gpu_memory_utilization share of the pool, so the leak is half of what the
+        # node still has available, as Prometheus reads it (a leak cannot outgrow the pool).
         before = by_node("gb10_unified_memory_unaccounted_gib")
-        on_host(worker, "/opt/gb10-sim/bin/gb10-plant-leak", "20")
+        leak = round(by_node("gb10_unified_memory_available_gib")[worker] / 2, 1)
+        assert leak >= 2, ("the serving worker has almost nothing available", leak * 2)
+        on_host(worker, "/opt/gb10-sim/bin/gb10-plant-leak", str(leak))
         try:
             wait_for("the leak in Prometheus", lambda: by_node("gb10_unified_memory_unaccounted_gib").get(worker, 0)
-                     >= before[worker] + 19.9, 60)
+                     >= before[worker] + leak - 0.1, 60)
             read = run_adhoc("gb10.serving.unified_memory", "proc_root={{ gb10_proc_root }} "
                              "nvidia_smi={{ gb10_nvidia_smi }} cuda_probe={{ gb10_cuda_probe }}", watchdog.inventory)
             module = ok_results(read, watchdog.hosts)
