@@ -1,2 +1,2 @@
-"""Benchmarks of the collection itself (issue 7). Run `python -m bench --help`; results and the
+"""Benchmarks of the collection itself. Run `python -m bench --help`; results and the
 commands that made them are in BENCHMARKS.md. Not timed tests: numbers are reported, not asserted."""

@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller scaling: first run and no-op re-run of bench/playbooks/host_config.yml against
 2, 4, 8 and 16 light hosts. Reports wall time per size and its growth relative to 2 hosts, for
-the re-run as a user gets it (every host read against its stamp, the roles skipped: issue 29)
-and with every role run (-e gb10_converge=full, the no-op before issue 29).
+the re-run as a user gets it (every host read against its stamp, the roles skipped)
+and with every role run (-e gb10_converge=full, what a no-op cost before the converged check).
 
 Each no-op re-run also reports the CPU seconds it took on each side: the controller's
 (ansible-playbook and what it started, as this process's and its children's rusage) and the light

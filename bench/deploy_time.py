@@ -9,18 +9,18 @@
          the same cluster addresses in the same run.
   no-op  the same deploy again at once; changed must be 0. The cluster is as the cold run left
          it, so the run skips every step up to the kept engine's smoke test (playbooks/
-         converged.yml, issue 29).
+         converged.yml).
   no-op, every step   the same with -e gb10_converge=full: every role's tasks meet the serving
-         cluster again (what a no-op cost before issue 29, and what any re-run costs where one
+         cluster again (what a no-op cost before the converged check, and what any re-run costs where one
          node differs from its stamp).
-  drift  playbooks/drift.yml --check --diff on that cluster, nothing drifted (issue 29's goal:
+  drift  playbooks/drift.yml --check --diff on that cluster, nothing drifted (the converged check's goal:
          30 s or less on 2 nodes); it must pass.
   warm   playbooks/teardown.yml (removes the engine and the Ray containers, drops the page cache;
          keeps the image, the model on every node and model_sync's verified marks), then deploy:
          a relaunch in new containers, with the compile caches that ray_cluster keeps on every node
          (ray_cluster_cache_dir) as the run before left them.
   warm, caches emptied   the same teardown, then every node's ray_cluster_cache_dir emptied, then
-         deploy: what the kept caches are worth (issue 26; V7 reports ~25 min cold, ~4 min warm
+         deploy: what the kept caches are worth (V7 reports ~25 min cold, ~4 min warm
          on a Spark).
 
 N=2 runs playbooks/deploy-m27.yml on inventory/sim.ini, N=3 deploy-m3.yml on sim3.ini. The
@@ -68,7 +68,7 @@ def slowest_tasks(events, count=5):
 
 
 def time_by_role(events):
-    """Where a run's time goes (issue 29): {role: [seconds, tasks]}, each task's wall time over all
+    """Where a run's time goes: {role: [seconds, tasks]}, each task's wall time over all
     hosts (by task uuid) counted for its role, or for its play when it belongs to no role; under
     'between tasks' the rest of the run's wall time (Ansible's own work between tasks: includes,
     the strategy, the connections), from the first task's start to the last task's end."""

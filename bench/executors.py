@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The same profile under both executors, side by side in one run (issue 50): Ray (rules R1-R5)
+"""The same profile under both executors, side by side in one run: Ray (rules R1-R5)
 and vLLM's own multi-node executor (mp, X1-X3), on the simulated 2-Spark cluster
 (tests/sim/cluster.py), through ansible-runner. For each executor, in turn:
 

@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The newcomer's first command (issue 29): `scripts/sim.sh deploy` from a fresh clone of this
+"""The newcomer's first command: `scripts/sim.sh deploy` from a fresh clone of this
 checkout's HEAD, on this machine made to look as if it never ran the project:
 
   - the machine's Docker engine is stopped and a second one started on an empty data root (no

@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The serving watchdog's detection time and time back to serving (issue 27, rule O4) on the
+"""The serving watchdog's detection time and time back to serving (rule O4) on the
 simulated 2-Spark cluster (tests/sim/cluster.py), through ansible-runner:
 
   setup  the deploy (playbooks/deploy-m27.yml) when the cluster does not serve, then the launch step

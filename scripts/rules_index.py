@@ -1,4 +1,4 @@
-"""The tests column of docs/rules.md's index, built from the tests themselves (issue 51).
+"""The tests column of docs/rules.md's index, built from the tests themselves.
 
 A test says which rules it shows with a mark: `@pytest.mark.rule("H4", "O1")` on the function, or
 `pytestmark = pytest.mark.rule(...)` for a whole module; a molecule scenario with a line

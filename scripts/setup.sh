@@ -6,7 +6,7 @@
 # The virtualenv lives in this machine's cache, named after requirements.lock and the Python it
 # runs on, and .venv links to it: a fresh clone on a machine that set up the same lock before
 # (CI's clean clone, a second worktree) links it in a second instead of installing again
-# (issue 28's test budget). GB10_VENV_CACHE moves the cache; deleting it only costs a reinstall.
+# (the test budget). GB10_VENV_CACHE moves the cache; deleting it only costs a reinstall.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"

@@ -8,7 +8,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    """The blocks every module of the collection repeated (issue 28): its authors, and the
+    """The blocks every module of the collection repeated: its authors, and the
     attributes of a module that only reads or computes (most of them: the roles change things
     with the well-kept modules, these modules tell them what to change)."""
 

@@ -17,7 +17,7 @@ description:
   - Returns the first host of the inventory group given as the term, as the inventory lists it
     (not as C(--limit) leaves it), which is the cluster's head (rank 0, the Ray head, the engine
     and its API, the source of the model and of the serving image, the master of the link check).
-  - The one definition of the head (issue 28) - every role and playbook asks this lookup instead
+  - The one definition of the head - every role and playbook asks this lookup instead
     of indexing the group itself.
 options:
   _terms:

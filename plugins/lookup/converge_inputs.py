@@ -19,7 +19,7 @@ description:
     one of the collection's role names (C(vllm_serve_), C(cluster_link_)...), as templated now.
   - The deploy stamps each node with it after a full run (C(gb10.serving.converged_state)); a
     later run whose key is the same, on nodes that read as they were stamped, skips to the smoke
-    test (issue 29). A new version of the collection, another profile, an C(-e) override or an
+    test. A new version of the collection, another profile, an C(-e) override or an
     inventory change gives another key, hence a full run.
   - Variables the deploy sets while it runs (C(gb10_deploy_*), C(gb10_converge_*)) and the run's
     mode C(gb10_converge) do not count; call it before the run sets any other.

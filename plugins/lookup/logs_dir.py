@@ -18,7 +18,7 @@ description:
     or C(~/.local/state/gb10-serving/logs) when C(XDG_STATE_HOME) is not set, as the controller's
     environment has them.
   - The one definition of where the controller's logs go, for container logs of a failed start,
-    the link check's report and the benchmark's JSON (issue 28) - roles and playbooks call it
+    the link check's report and the benchmark's JSON - roles and playbooks call it
     instead of repeating the fallback. Never a folder of the playbook or of the installed
     collection, where nothing may be written.
   - Takes no terms. The folder is not created.

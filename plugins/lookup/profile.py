@@ -36,7 +36,7 @@ options:
   executor:
     description:
       - How a multi-node vLLM profile spreads its ranks over the nodes, replacing the profile's
-        C(engine_args.distributed-executor-backend) (issue 50); empty for the profile's own.
+        C(engine_args.distributed-executor-backend); empty for the profile's own.
       - C(ray) (rules R1-R5) or C(mp), vLLM's own multi-node executor (rules X1-X3).
     type: str
     default: ''

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""How strong the engine's API key must be (issue 19): the key is the only thing between the
+"""How strong the engine's API key must be: the key is the only thing between the
 network-facing OpenAI endpoint and anyone the firewall lets reach its port, and vLLM neither
 limits nor locks out wrong keys, so a key must resist guessing at the speed the engine answers.
 

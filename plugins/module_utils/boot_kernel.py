@@ -2,7 +2,7 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Which kernel a node boots next, and whether the pinned NVIDIA driver's modules are there for
-it (rule H1, issue 27): a kernel update whose NVIDIA modules were never built (DKMS without the
+it (rule H1): a kernel update whose NVIDIA modules were never built (DKMS without the
 kernel's headers, a module package not installed) brings the node back from its next reboot
 without a GPU. Parsing and planning, and inspect(), the reading of a node's boot files that module
 boot_kernel and role node_metrics' leak reboot (gb10_leak_reboot.py) share."""

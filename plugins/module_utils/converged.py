@@ -2,7 +2,7 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a node looked like right after a full deploy converged it, and whether it still does
-(issue 29: a re-run that cannot change anything skips to the smoke test).
+(a re-run that cannot change anything skips to the smoke test).
 
 A node's state is a dict of sections (boot, files, listings, commands, containers, images,
 interfaces), each a dict of key -> short string. The converged stamp keeps the state a full run

@@ -147,7 +147,7 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
 
     # One rank per node: TP x PP ranks share the weights (a PP stage holds its layers' share). A
     # data-parallel rank holds a whole replica, less the routed experts that expert parallelism puts
-    # on the other ranks (issue 50).
+    # on the other ranks.
     dp = data_parallel(profile)
     weights_gb = profile['model']['weights_gb']
     split = 'TP %d' % tp if pp == 1 else 'TP %d x PP %d' % (tp, pp)

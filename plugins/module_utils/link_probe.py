@@ -73,7 +73,7 @@ def parse_probe_output(text):
 
 
 def rated_floor(transport, hca_count, floor_gbit, share, twin_gbit, bonded=False):
-    """The floor for what the link is rated for (issue 26) -> (floor Gb/s, why or None).
+    """The floor for what the link is rated for -> (floor Gb/s, why or None).
 
     A ConnectX-7 twin of a Spark is a PCIe x4 link of twin_gbit (100) Gb/s. roce: NCCL runs over
     every HCA in NCCL_IB_HCA, so the link is rated hca_count x twin_gbit (one twin 100, the pair

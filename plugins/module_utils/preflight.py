@@ -344,7 +344,7 @@ def check_model(profile, nodes):
     """The model must be somewhere: model_sync copies it from the first host (M3), or downloads it
     there first when that host's model_download is set (gb10_model_download; a note then), at a
     commit (model_revision: gb10_model_revision or the profile's model.revision), never a moving
-    branch (issue 47)."""
+    branch."""
     if nodes and not any(n.get('model_present') for n in nodes) and nodes[0].get('model_download'):
         revision = nodes[0].get('model_revision') or ''
         if not COMMIT.match(revision):

@@ -17,7 +17,7 @@ import copy
 import re
 
 ENGINES = ('vllm', 'sglang')
-# How a multi-node vLLM profile spreads its ranks over the nodes (engine_args, issue 50): Ray (rules
+# How a multi-node vLLM profile spreads its ranks over the nodes (engine_args): Ray (rules
 # R1-R5: a Ray cluster of the serving containers, the engine inside the head's) or vLLM's own
 # multi-node multiprocessing executor (rules X1-X3: a rank in every node's serving container, no Ray).
 EXECUTOR_ARG = 'distributed-executor-backend'
@@ -35,7 +35,7 @@ RAY_CARRIED_PREFIXES = ('VLLM_', 'NCCL_', 'FLASH_ATTENTION_', 'LMCACHE_', 'UCX_'
 RAY_CARRIED_NAMES = ('PYTHONHASHSEED',)
 CHECKPOINT_FORMATS = ('bf16', 'fp16', 'fp32', 'fp8', 'nvfp4', 'mxfp4', 'gptq-int4', 'mixed-fp4-fp8')
 RULE_ID = re.compile(r'\b[AHNRVSMOX][0-9]{1,2}\b')
-# A Hub commit, as model.revision names it (issue 47): a branch or tag moves, and with trust-remote-code
+# A Hub commit, as model.revision names it: a branch or tag moves, and with trust-remote-code
 # the model's own code comes with the files.
 COMMIT = re.compile(r'^[0-9a-f]{40}$')
 
@@ -209,7 +209,7 @@ def pinned_image(image):
 
 
 def _need_pinned(image, source, field):
-    # M1, issue 26: `latest` (or no tag) is whatever was built or pulled last on that node: the
+    # M1: `latest` (or no tag) is whatever was built or pulled last on that node: the
     # community's build script tags every build `vllm-node`, from vLLM main, so two nodes or two
     # re-runs can serve different vLLM versions under one name, with other flags and env names.
     _need(pinned_image(image), source, field,
@@ -248,7 +248,7 @@ def validate_profile(profile, source='<profile>'):
 
     for key in ('nodes', 'tensor_parallel_size', 'readiness_timeout_s'):
         _need(_is_int(profile.get(key)) and profile[key] >= 1, source, key, 'must be an integer >= 1')
-    # Issue 50: the ranks are TP x PP x DP, one GB10 GPU per node: a node per rank.
+    # The ranks are TP x PP x DP, one GB10 GPU per node: a node per rank.
     _need('pipeline_parallel_size' not in profile
           or (_is_int(profile['pipeline_parallel_size']) and profile['pipeline_parallel_size'] >= 1),
           source, 'pipeline_parallel_size', 'must be an integer >= 1 (1: no pipeline parallelism)')
@@ -348,7 +348,7 @@ def validate_profile(profile, source='<profile>'):
 
 
 def _validate_known_answer(profile, source):
-    """known_answer (issue 27): a question whose greedy answer the smoke test checks, because a
+    """known_answer: a question whose greedy answer the smoke test checks, because a
     reply of the right shape can still be wrong (a broken tensor-parallel split answers fluently)."""
     known = profile.get('known_answer')
     _need(isinstance(known, dict), source, 'known_answer',
@@ -402,7 +402,7 @@ def _validate_why(profile, source):
 
 
 def data_parallel(profile):
-    """The profile's data-parallel replicas (issue 50: three Sparks each a replica of attention, with
+    """The profile's data-parallel replicas (three Sparks each a replica of attention, with
     expert parallelism splitting the routed experts over them); 1 when it names none."""
     return profile.get('data_parallel_size', 1)
 
@@ -413,7 +413,7 @@ def ranks(profile):
 
 
 def pipeline(profile):
-    """The profile's pipeline-parallel stages (issue 50: three Sparks split a model whose heads do not
+    """The profile's pipeline-parallel stages (three Sparks split a model whose heads do not
     divide by 3 into stages of whole layers); 1 when it names none."""
     return profile.get('pipeline_parallel_size', 1)
 

@@ -68,7 +68,7 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
             '--tensor-parallel-size', str(profile['tensor_parallel_size']),
             '--gpu-memory-utilization', _value(profile['gpu_memory_utilization'])]
     if pipeline(profile) > 1:
-        # Stages of whole layers, one per node (issue 50: three Sparks where heads do not split by 3).
+        # Stages of whole layers, one per node (three Sparks where heads do not split by 3).
         argv.extend(['--pipeline-parallel-size', str(pipeline(profile))])
     argv.extend(flags(profile['engine_args']))
     argv.extend(flags(profile['size_args']))
@@ -84,7 +84,7 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
         if not 0 <= node_rank < profile['nodes']:
             raise RenderError('node_rank %r is outside 0..%d for profile %s' % (node_rank, profile['nodes'] - 1, profile['name']))
         if data_parallel(profile) > 1:
-            # A whole replica per node (issue 50): vLLM's multi-node data parallelism, one engine per node, the
+            # A whole replica per node: vLLM's multi-node data parallelism, one engine per node, the
             # API server and the DP coordinator with rank 0; the others join at the head's address (X1).
             argv.extend(['--data-parallel-size', str(data_parallel(profile)), '--data-parallel-size-local', '1',
                          '--data-parallel-address', head_ip])

@@ -46,7 +46,7 @@ ROCE_COMMON_ENV = {
 COMMON_ENV = {'NCCL_IGNORE_CPU_AFFINITY': '1'}
 
 
-# What a container needs for NCCL to open the RoCE devices (N1, issue 26): the verbs device nodes,
+# What a container needs for NCCL to open the RoCE devices (N1): the verbs device nodes,
 # IPC_LOCK to pin memory and no memlock limit for the registered buffers. Without them NCCL falls
 # back to sockets inside the container however the host is set up. NVIDIA's two-Spark guides pass
 # `--ulimit memlock=-1 --device /dev/infiniband`; the community's launchers add
@@ -247,7 +247,7 @@ def covering_network(networks):
     return ipaddress.IPv4Network('0.0.0.0/0')
 
 
-# The NCCL/Gloo environment, defined once (issue 28): the file role nccl_env writes renders it
+# The NCCL/Gloo environment, defined once: the file role nccl_env writes renders it
 # (filter nccl_env_vars), roce_facts returns it, and drift names the rule of each variable from
 # ENV_RULES. Which rule each variable serves (docs/rules.md); NCCL_IB_DISABLE and
 # NCCL_IB_GID_INDEX depend on the transport (env_rule).
@@ -368,7 +368,7 @@ def plan(ports, addresses, netdevs, cluster_ip, transport='roce', cluster_iface=
     if transport != 'socket' and active:
         # A twin that holds an address (cluster_link put it there: mode pair or mesh) while its
         # RoCE port is not ACTIVE: NCCL_IB_HCA would list the other twins only, and NCCL would run
-        # on half the link without a word (issue 26: 98 Gb/s on one HCA against 161 on both).
+        # on half the link without a word (98 Gb/s on one HCA against 161 on both).
         for port in ports:
             held = addresses.get(port['netdev']) if port['netdev'] and not port['active'] else None
             if held:
@@ -385,7 +385,7 @@ def plan(ports, addresses, netdevs, cluster_ip, transport='roce', cluster_iface=
                         % (', '.join('%s/%s %s' % (p['device'], p['port'], p['state'])
                                      for p in ports) or 'no RDMA device at all'))
     if transport == 'roce':
-        # Every ACTIVE twin with a RoCE v2 IPv4 GID, whatever its subnet (issue 26): the two halves
+        # Every ACTIVE twin with a RoCE v2 IPv4 GID, whatever its subnet: the two halves
         # of one cable are two PCIe x4 links of ~100 Gb/s each, and NCCL reaches the port's 200
         # only with both in NCCL_IB_HCA (cluster_link's pair mode gives each its own subnet).
         chosen = []

@@ -2,7 +2,7 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Plan of role serving_image: which node is the source of the profile's image, whether it must be
-pulled there first, and which nodes need a copy over the cluster link (issue 17).
+pulled there first, and which nodes need a copy over the cluster link.
 
 Pure functions over what each node reported (image ID, cluster address, whether its cluster-key
 cluster-key gate is installed, its Docker version); no I/O. Every refusal names the host,
@@ -70,7 +70,7 @@ def chain_ids(diff_ids):
 def layers_held(diff_ids, images):
     """How many of the image's first layers (diff_ids, in order) a node already holds, given the
     RootFS.Layers of every image on it: `docker load` then opens only the files of the layers after
-    those (issue 29). A layer is held when its chain ID is, i.e. with every layer under it."""
+    those. A layer is held when its chain ID is, i.e. with every layer under it."""
     held = set()
     for layers in images or []:
         held.update(chain_ids(layers))

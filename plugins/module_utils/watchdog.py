@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The serving watchdog's decisions (issue 27, rule O4), kept pure so unit tests cover them.
+"""The serving watchdog's decisions (rule O4), kept pure so unit tests cover them.
 
 The watchdog program (roles/watchdog/files/gb10_watchdog.py) runs on the head node and imports
 this file from the folder the role copies both into; nothing here touches the network or Docker.
@@ -22,7 +22,7 @@ WRONG_ANSWER = "wrong_answer"
 LEAKED = "leaked"
 STATES = (SERVING, FAILING, RECOVERING, OUT_OF_BUDGET, WRONG_ANSWER, LEAKED)
 # States only an operator's run ends (the watchdog entry point, when it finds the engine serving).
-# A relaunch whose known answer was wrong stays reported wrong (issue 47 §4): the next probe asks
+# A relaunch whose known answer was wrong stays reported wrong: the next probe asks
 # for tokens only, and must not flip it back to serving.
 FINAL = (OUT_OF_BUDGET, LEAKED, WRONG_ANSWER)
 
@@ -48,7 +48,7 @@ def probe_verdict(probe, expect=None):
 
 # The longest a recovery counts against the budget: a day. The hourly window alone let recoveries
 # longer than window_s / max_restarts (20 minutes at 3 an hour; a relaunch may wait 30 for
-# readiness) restart the engine 40-70 times a day, forever (issue 47, section 4).
+# readiness) restart the engine 40-70 times a day, forever.
 DAY_S = 86400
 
 

@@ -15,7 +15,7 @@ version_added: "0.1.0"
 description:
   - A kernel update whose NVIDIA modules were never built (DKMS without the kernel's headers, a
     module package not installed) brings a node back from its next reboot without a GPU (rule H1,
-    issue 27). Roles that reboot a node (C(gb10.serving.leak_recovery),
+    rule O4). Roles that reboot a node (C(gb10.serving.leak_recovery),
     C(gb10.serving.modprobe_override)) run this first, through C(gb10.serving.nvidia_driver)'s
     C(boot_check) entry point, and refuse the reboot when C(ok) is false.
   - The next kernel is the one GRUB boots next (C(next_entry) in C(/boot/grub/grubenv) when

@@ -14,7 +14,7 @@ short_description: Read whether a node is still as the last full deploy left it,
 version_added: "0.9.0"
 description:
   - A re-run of the deploy on a cluster that serves the wanted launch and that nothing touched
-    since cannot change anything, yet every role's tasks would read the node again (issue 29). This
+    since cannot change anything, yet every role's tasks would read the node again. This
     module reads, in one pass, what the roles manage on a node (the content of their files, the
     installed packages, the link's interfaces, the containers and images, the firewall's chain,
     the boot) and compares it with the stamp the last full run wrote, with the key of that run's

@@ -87,7 +87,7 @@ def fix_command(rule, host, cliargs=None, deploy_playbook='', host_prep_playbook
         return playbook_command(cliargs, [playbook], limit=host)
     playbook = deploy_playbook or sibling_playbook(drift_playbook, 'deploy')
     command, left_out = playbook_command(cliargs, [playbook], limit=None)
-    # Every step (issue 29): the deploy's converged check compares each node with its stamp, which
+    # Every step: the deploy's converged check compares each node with its stamp, which
     # does not read everything drift does (a model file's checksum at the same size and time, M3).
     return command + ' -e gb10_converge=full', left_out
 

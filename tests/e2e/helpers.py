@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the e2e modules share: looking into a simulated Spark, reading a run's results, running a
 printed command as a user would, and one-role playbooks. One home for these, so that no test
-module imports another (issue 28).
+module imports another.
 """
 
 import contextlib
@@ -20,10 +20,10 @@ import yaml
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOK = "playbooks/deploy-m27.yml"
 PROFILE = "minimax-m27-nvfp4"  # what deploy-m27.yml deploys
-# deploy.yml's last step alone (issue 28): recover leaks before a new launch, Ray, engine, smoke
+# deploy.yml's last step alone: recover leaks before a new launch, Ray, engine, smoke
 # test, summary. Fault cases of the launch re-run only this step; it needs the profile passed.
 LAUNCH = "playbooks/launch.yml"
-# The known-answer check of every launch (roles/vllm_serve, issue 27) and what the simulation's
+# The known-answer check of every launch (roles/vllm_serve, rule V8) and what the simulation's
 # tiny model answers at any TP: the overlay's expectation (a unit test ties it to
 # tests/sim/model/make_tiny_model.py's KNOWN_ANSWER), read here rather than written a third time.
 KNOWN_ANSWER_TASK = "The engine gives the answer the profile expects"
@@ -49,7 +49,7 @@ CONTAINER_STOP_TASK = "Stop serving containers, keeping them for their logs (H4 
 # a container's stop or kill left held.
 LEDGER = "/var/log/gb10-gpu-ledger.log"
 SUMMARY_TASK = "Show the endpoint"
-# playbooks/converged.yml: what the deploy does this run (issue 29).
+# playbooks/converged.yml: what the deploy does this run.
 CONVERGED_TASK = "Say what the run does"
 DRIFT = "playbooks/drift.yml"
 VERDICT = "Fail every host where a check found drift"

@@ -52,7 +52,7 @@ def test_each_host_runs_its_own_engine_on_overlay2(sim_cluster, run_adhoc):
 
 def test_serving_image_is_on_the_head_only(sim_cluster, run_adhoc):
     # As where it was built (build-and-copy): role serving_image copies it to the others. The worker
-    # holds an earlier build (every layer but the shims'), which that copy builds on (issue 29).
+    # holds an earlier build (every layer but the shims'), which that copy builds on.
     want = docker.from_env().images.get(sim_cluster.serving_image).id
     result = run_adhoc("ansible.builtin.command", "docker images -q --no-trunc %s" % sim_cluster.image_name,
                        sim_cluster.inventory)
@@ -81,7 +81,7 @@ def test_each_host_has_a_management_address_and_link_ports_without_one(sim_clust
 
 
 def test_the_controller_reaches_the_hosts_on_the_management_network_only(sim_cluster):
-    # Issue 26: an operator's machine is not on the direct cable between the Sparks; whatever the
+    # An operator's machine is not on the direct cable between the Sparks; whatever the
     # collection sends from the controller (SSH, the benchmark's requests) goes to management
     # addresses. One bounded connection attempt per address.
     for host in sim_cluster.hosts:

@@ -47,7 +47,7 @@ def test_the_run_ends_with_the_endpoint_and_the_answer_it_received(sim_cluster, 
     # it (no_log); what it received is the tiny model's one answer, sampled or not.
     said = answered[0][len("Smoke test (V8) answered: "):]
     assert TINY_ANSWER.strip() in said, said
-    # Issue 27: the profile's question, greedy, got the tiny model's answer at TP=1 over both ranks.
+    # The profile's question, greedy, got the tiny model's answer at TP=1 over both ranks.
     known = deployed.results_by_host(task=KNOWN_ANSWER_TASK)[head]["msg"]
     assert known.startswith("known answer: ") and TINY_ANSWER in known, known
 
@@ -128,7 +128,7 @@ def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simu
 
 @pytest.mark.rule("N1", "N5", "R1")
 def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):
-    # N5, issue 18: a clean launch measures the link with the engine's image and env file (Gloo
+    # N5: a clean launch measures the link with the engine's image and env file (Gloo
     # over the cluster interface here) and prints the figures; the JSON report holds every node's.
     summary = deployed.results_by_host(task=SUMMARY_TASK)[sim_cluster.head]["msg"]
     lines = [line for line in summary if line.startswith("Link check (N5): ")]
@@ -144,7 +144,7 @@ def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):
         # Above the floor and the share of plain TCP that inventory/group_vars/gb10_sim.yml sets.
         assert node["busbw_gbit"] >= node["floor_gbit"] and busbw[host] == node["busbw_gbit"], node
         assert node["busbw_gbit"] >= node["tcp_share"] * tcp > 0, (node, tcp)
-    # After the launch the deploy read the engine's log for NCCL's choice (issue 26): each rank took
+    # After the launch the deploy read the engine's log for NCCL's choice: each rank took
     # IB over both twins' HCAs (the simulation's NCCL stand-in: the Ray containers reach the RDMA
     # devices with IPC_LOCK).
     line = next(line for line in summary if line.startswith("NCCL in the engine (N5): "))
@@ -157,9 +157,9 @@ IMAGE_SUMMARY_TASK = "Summary (per node, had / pulled / built / copied, bytes, s
 
 @pytest.mark.rule("N3")
 def test_the_deploy_configured_the_link_from_a_fresh_port(sim_cluster, deployed):
-    # Issue 17: the hosts came up with the CX7 port up and without an address (test_1); the deploy
+    # The hosts came up with the CX7 port up and without an address (test_1); the deploy
     # gave each its gb10_cluster_ip at MTU 9000 through its own netplan file, and the nodes trust
-    # each other's cluster key over the link only. Issue 26: both twins of the cable, each on its
+    # each other's cluster key over the link only. Both twins of the cable, each on its
     # own subnet (pair mode, the default): the twin got the same host part in the next subnet,
     # the address the simulation's second link network reserved for it (Docker drops any other).
     for host in sim_cluster.hosts:
@@ -181,7 +181,7 @@ def test_the_deploy_copied_the_serving_image_over_the_link(sim_cluster, deployed
     # The head held the image (as where it was built); the worker held an earlier build, every layer
     # but the simulation's shims (tests/sim/cluster.py, EARLIER_BUILD_HOLDERS). It got the same
     # image ID from the head, streamed to its cluster address, and the stream left out the layers it
-    # held (issue 29): the bytes on the wire are the shims' few layers and the image's metadata,
+    # held: the bytes on the wire are the shims' few layers and the image's metadata,
     # not the 3.5 GB image; the run said how much, how fast and how many layers it left out.
     head, worker = sim_cluster.hosts
     ids = {h: on_host(h, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster.image_name).strip()
@@ -226,7 +226,7 @@ def test_the_image_step_read_the_nccl_the_engine_loads(sim_cluster, deployed):
 
 
 def test_every_container_runs_by_image_id_and_no_peer_loads_an_image_after_the_copy(sim_cluster, deployed):
-    # Issue 47: a peer that could load an image could re-point the serving tag on every node. The
+    # A peer that could load an image could re-point the serving tag on every node. The
     # collection's containers run by the image ID the tag named when they were made, and the
     # worker's gate, which took the copy above, takes no docker load once the copy ended.
     head, worker = sim_cluster.hosts
@@ -291,7 +291,7 @@ TOKEN_FILE = "/etc/gb10/ray-auth/token"  # ray_cluster_auth_token_file's default
 
 @pytest.mark.rule("A3")
 def test_ray_refuses_a_client_without_the_clusters_token(sim_cluster, deployed):
-    # A3 (issue 47): a cluster-link peer, or the model's code in a container, reaches the head's
+    # A3: a cluster-link peer, or the model's code in a container, reaches the head's
     # GCS port; without the cluster's token Ray refuses it. Asked from the worker's Ray container
     # (on the link, with Ray installed) without a token (a wrong one meets the same check: Ray's
     # "missing or incorrect"); with the container's own setting (the token's file) it is a driver.
@@ -337,7 +337,7 @@ def test_the_compile_caches_live_on_the_node_across_container_recreation(sim_clu
     # V7: vLLM's, FlashInfer's, Triton's and torch inductor's caches are the node's folders, so a
     # recreated Ray container starts warm; the engine wrote vLLM's there, and the kernels torch
     # built for the smoke test's first request went to inductor's (not the container's /tmp). The
-    # folders are this image's and this model's (issue 47): another model's code writes elsewhere.
+    # folders are this image's and this model's: another model's code writes elsewhere.
     image_id = on_host(sim_cluster.head, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster.image_name)
     cache = "/var/lib/gb10-serving/compile-cache/%s/%s-%s" % (  # ray_cluster_cache_dir, then image and model
         image_id.strip().replace("sha256:", "")[:12], os.path.basename(sim_cluster.model_path),

@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The collection as a user installs it (issue 20), and the re-run that must change nothing (O2):
+"""The collection as a user installs it, and the re-run that must change nothing (O2):
 the tarball `ansible-galaxy collection build` makes from the checkout, installed into a fresh
 collections path, and `ansible-playbook gb10.serving.deploy_m27 -i inventory/sim.ini` (the
 inventory's sim-cpu overlay) run from a folder outside the checkout, with a user's own ansible.cfg
@@ -11,10 +11,10 @@ every role's tasks meet the serving cluster again, and the run comes to the same
 play runs from the installed copy, nothing fails, the one change is the file written back, the
 link is not measured again under the serving engine, the same Ray containers and the same engine
 process, and the run writes nothing inside the installed collection. One run is all three checks
-(issues 28 and 29: the installed-collection run doubles as the idempotence check and as the
+(the installed-collection run doubles as the idempotence check and as the
 hand-edit case).
 
-Then the re-run a user gets next (issue 29): the cluster is as that full run left it, so the
+Then the re-run a user gets next: the cluster is as that full run left it, so the
 deploy skips every step up to the kept engine's smoke test (converged.yml); no role but the API
 key, the gateway's endpoint and the engine's runs, nothing changes, the same engine still answers.
 """

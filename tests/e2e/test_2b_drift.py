@@ -3,7 +3,7 @@
 """drift.yml (rule O3) on the cluster test_2_deploy.py deployed, checked as an operator would:
 the documented CI jobs pass on it as written, the link is measured on request beside the engine (`full`),
 several independent drifts planted at once come back as one finding each, naming host and rule
-(drift.yml runs every check on every host: one run covers them all, issue 28), the printed fix
+(drift.yml runs every check on every host: one run covers them all), the printed fix
 runs when pasted, NCCL's choice in the engine is read after the launch (`full`). A link that loses
 its addresses under the engine (N5; Ray then loses the worker, R2) is test_3_recover.py's fault,
 which recover.yml then repairs. Every run
@@ -90,7 +90,7 @@ def test_the_documented_ci_drift_jobs_pass_on_the_deployed_cluster(serving, run_
         runs.setdefault(key, []).append(os.path.basename(job))
     assert runs
 
-    # Issue 47: the nightly job runs on a CI runner, which has none of the controller's key files.
+    # The nightly job runs on a CI runner, which has none of the controller's key files.
     # Check mode must neither make a key there (which a pasted fix would then roll out) nor find
     # drift for the lack of one: the controller's key folder is moved aside for these runs.
     keys = os.path.expanduser("~/.config/gb10-serving")
@@ -114,7 +114,7 @@ def test_the_documented_ci_drift_jobs_pass_on_the_deployed_cluster(serving, run_
         os.rename(aside, keys)
 
 
-# `full` (issue 28's budget, paid for issue 27's watchdog cases): the probe it runs is the deploy's
+# `full` (the test budget, paid for the watchdog's cases): the probe it runs is the deploy's
 # own link measurement, which test_2_deploy.py shows on every run; this adds only "beside the
 # serving engine, on request".
 @pytest.mark.rule("N5")
@@ -201,7 +201,7 @@ def print_in_engine_log(head, capture):
 
 @pytest.mark.rule("O3")
 def test_the_printed_drift_fix_runs_when_pasted(serving, tmp_path):
-    # Issue 19: a hand-edited env file on one node; the report's fix is pasted as printed and
+    # A hand-edited env file on one node; the report's fix is pasted as printed and
     # must run (the profile the drift run was given, --limit only where the playbook takes it).
     sim_cluster = serving
     worker = sim_cluster.hosts[1]
@@ -237,23 +237,23 @@ def test_the_printed_drift_fix_runs_when_pasted(serving, tmp_path):
         assert fixed.returncode == 0, fixed.stdout[-4000:]
         assert on_host(worker, "cat", "/etc/gb10/nccl.env") == original
         # Nothing restarted: the engine is the same process. (Drift passing on the deployed cluster
-        # is the documented CI jobs' case above; a third drift run here cost a minute, issue 51.)
+        # is the documented CI jobs' case above; a third drift run here cost a minute.)
         assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
     finally:
         subprocess.run(["docker", "exec", "-i", worker, "sh", "-c", "cat > /etc/gb10/nccl.env"],
                        input=original, text=True, check=True, timeout=60)
 
 
-# `full` (issue 28's budget): test_4_safety.py's launch in Ray containers without the RDMA
+# `full` (the test budget): test_4_safety.py's launch in Ray containers without the RDMA
 # settings fails the same check on the engine's own socket fallback and keeps the engine; this one
 # reads a real GPU machine's capture, which the independent-drifts case above reads too.
 @pytest.mark.rule("N5")
 @pytest.mark.full
 def test_a_deploy_fails_on_nccl_over_another_transport_and_keeps_the_engine(serving, run_playbook):
-    # N5 after the launch, issue 18: a rank that found no RoCE device and fell back to sockets
+    # N5 after the launch: a rank that found no RoCE device and fell back to sockets
     # (a real capture of NCCL's silent fallback) while the cluster is set up for RoCE; the deploy
     # reads it from the engine's log since its start, fails naming it, and leaves the engine running.
-    # The launch step alone (issue 28): the check is its own, and the steps before it have nothing
+    # The launch step alone: the check is its own, and the steps before it have nothing
     # to redo on the serving cluster.
     sim_cluster = serving
     head = sim_cluster.head

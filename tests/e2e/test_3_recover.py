@@ -3,7 +3,7 @@
 """A Ray worker lost under the serving engine (rules N5, R2, O1, H4) on the simulated 2-Spark
 cluster, the way it goes on a Spark whose cluster link loses its addresses:
 - the worker's cluster port loses its address, and the head's second twin its own (half the link
-  gone, which NCCL would not say, issue 26); Ray's GCS, which reaches the worker's raylet over the
+  gone, which NCCL would not say); Ray's GCS, which reaches the worker's raylet over the
   link, declares the node dead after its health checks. When the worker's address is back its
   raylet learns it was declared dead and exits, and its container ends under its rank. Nothing in
   the test kills anything: that is Ray's own behaviour. drift.yml names N5 on the head (its twin
@@ -13,16 +13,16 @@ cluster, the way it goes on a Spark whose cluster link loses its addresses:
   it, the simulated Spark's driver keeps it because the container died under the rank (the fixture
   kit's gb10-gpu-ledger, tests/fixtures/gb10-sim/README.md);
 - the deploy a user runs next is refused by preflight, before anything changes, naming the leaked
-  node and the command that frees it (issue 48), which is the recover.yml run that follows;
+  node and the command that frees it, which is the recover.yml run that follows;
 - playbooks/recover.yml finds that leak, reboots that host only (its boot id changes, the head's
   does not) and frees it. The head's engine is still there when recover.yml starts, and it stops
   it before Ray and the containers (H4), so the head leaks nothing: stopping the head's container
   first would leak the head too, and reboot it;
 - recover.yml ends saying the cluster does not serve, with the launch step of the profile that
-  served (issue 48); that command, pasted as printed (playbooks/launch.yml, deploy.yml's last step
+  served; that command, pasted as printed (playbooks/launch.yml, deploy.yml's last step
   alone), brings the cluster back and it answers a chat request again: a reboot keeps what the
   steps before it configured (the link's netplan file, the env file, the image), so only Ray and
-  the engine are missing (issue 28: a fault test re-runs only the step it needs);
+  the engine are missing (a fault test re-runs only the step it needs);
 - in `scripts/test.sh full` (marker `full`): the DGX OS modprobe override back on the serving
   worker (H2), named by drift, fixed by the deploy that drift names for it: the worker reboots
   only after the engine on the head stopped (H4), and the cluster serves again.
@@ -78,7 +78,7 @@ def wait_for(what, predicate, bound_s):
 
 @pytest.mark.rule("N5", "O3")
 def test_a_link_that_loses_its_addresses_loses_the_worker_and_drift_names_both(serving, run_playbook):
-    # The worker's cluster port loses its address, and the head's second twin its own (issue 26:
+    # The worker's cluster port loses its address, and the head's second twin its own (
     # half the link gone, which NCCL would not say). Ray's GCS reaches the worker's raylet over
     # the link: its health checks fail and it declares the worker dead (Ray's own behaviour;
     # nothing here kills anything). When the worker's address is back, its raylet learns it was
@@ -122,7 +122,7 @@ def restore(lost):
 
 @pytest.mark.rule("H4")
 def test_a_deploy_onto_the_leaked_node_names_the_leak_and_the_command_that_frees_it(sim_cluster, run_playbook):
-    # Issue 48: the deploy a user runs next stops at preflight, before anything changes; it names
+    # The deploy a user runs next stops at preflight, before anything changes; it names
     # the leaked node and the one command that frees it, not three guesses (the fit holds on the
     # memory the reboot gives back). That command, as printed, is the next test's recover.yml run.
     head, worker = sim_cluster.hosts
@@ -168,7 +168,7 @@ def test_recover_reboots_only_the_host_the_kill_leaked_then_the_cluster_serves_a
     assert readings(recovered, worker)[-1]["unaccounted_gib"] < 2, readings(recovered, worker)
 
     # recover.yml starts no engine: it says so, and prints the launch step of the profile that
-    # served (issue 48). Pasted as printed, it brings the cluster back.
+    # served. Pasted as printed, it brings the cluster back.
     said = recovered.results_by_host(task=NEXT_LAUNCH_TASK)[head]["msg"]
     assert "The cluster does not serve now" in said and "(%s): " % PROFILE in said, said
     command = said.split("(%s): " % PROFILE, 1)[1]
@@ -195,10 +195,10 @@ REBOOT_TASK = "Reboot so the NVIDIA modules load without the override (H2)"
 @pytest.mark.rule("H2")
 @pytest.mark.full
 def test_a_returned_modprobe_override_is_removed_without_rebooting_the_serving_worker(serving, run_playbook):
-    # Issue 26 section 2, as a new user met it: an OS update put the modprobe override (H2) back on
+    # As a new user met it: an OS update put the modprobe override (H2) back on
     # the worker of a serving cluster. Drift names it; its fix is the deploy. The modules loaded at
     # this boot never read the file (its inode is newer than the boot), so removing it is the whole
-    # fix (issue 48 section 5): no reboot, and the engine, which a reboot under it would have
+    # fix: no reboot, and the engine, which a reboot under it would have
     # stopped hard (H4), keeps serving. A file that was there at boot and caps CUDA still reboots
     # the node, the engine stopped first: molecule/modprobe_override.
     head, worker = serving.hosts
@@ -214,7 +214,7 @@ def test_a_returned_modprobe_override_is_removed_without_rebooting_the_serving_w
     fixed = run_playbook(PLAYBOOK, serving.inventory, timeout=3000)
 
     assert_succeeded(fixed, serving.hosts)
-    # The returned file is what made this re-run a full one (issue 29: converged.yml names it).
+    # The returned file is what made this re-run a full one (converged.yml names it).
     said = fixed.results_by_host(task=CONVERGED_TASK)[head]["msg"]
     assert "%s: files %s: new" % (worker, override) in said, said
     done = [(e["event_data"].get("task"), e["event_data"].get("host")) for e in fixed.events

@@ -1,17 +1,17 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Safety on the simulated 2-Spark cluster (issue 6), checked as an operator would:
+"""Safety on the simulated 2-Spark cluster, checked as an operator would:
 
 - exposure: from a machine on the same network that is not a cluster member, only SSH and the
   API gateway answer, on every node, over IPv4 and IPv6 (A4); the Ray dashboard does not answer
   even a cluster member; every route of the engine's own table, asked through the gateway, is
   refused without a key and with a wrong one (but /health), and only the allowlisted ones answer
-  with it (issue 47); a client key added and revoked by the gateway step alone, the engine
+  with it; a client key added and revoked by the gateway step alone, the engine
   untouched;
-- host keys (rule A2, issue 47): with the simulated inventory's opt-out turned back, a run is
+- host keys (rule A2): with the simulated inventory's opt-out turned back, a run is
   refused at an unrecorded key, its next step records the keys (fingerprints as each node reads
   its own), a forged key for the worker is refused with the removal command, pasted;
-- a pair link running at one twin's rate (N5, issue 26): refused by the floor from the link's rating,
+- a pair link running at one twin's rate (N5): refused by the floor from the link's rating,
   with both figures;
 - a wrong wire (N5, `full`): an inventory whose cluster address and interface sit on a 1 Gb/s NIC
   that every inferred check accepts is refused by the link probe before anything stops, with its
@@ -21,17 +21,17 @@
   killed while the engine starts. Each run stops naming the host and the next step; model files
   stay; a serving engine is not torn down by a run that fails before it; logs of a failed start
   are collected to the controller (a model copy cut halfway is molecule/model_sync's, a role-only
-  case: issue 28);
-- a wrong expected answer (issue 27): the launch step on the serving cluster fails its known-answer
+  case);
+- a wrong expected answer: the launch step on the serving cluster fails its known-answer
   check with the question, both answers and the drift command, and leaves the engine running;
 - teardown after that failed start: playbooks/teardown.yml stops the engine within its bound
   (H4), leaves no node leaked and no Ray container;
-- Ray containers without the RDMA settings (issue 26): the engine's NCCL, on sockets there, is
+- Ray containers without the RDMA settings: the engine's NCCL, on sockets there, is
   refused naming the cause; the launch that gives them back, with that engine serving in them,
   stops the engine before Docker recreates them (H4), and no node leaks;
-- half of the cable down at both ends (issue 26, `full`): host prep refuses the twin that keeps its
+- half of the cable down at both ends (`full`): host prep refuses the twin that keeps its
   address without an ACTIVE RoCE port, as half the link, and drift.yml names it under N5;
-- the cluster link and the serving image (issue 17), in `scripts/test.sh full` only (marker
+- the cluster link and the serving image, in `scripts/test.sh full` only (marker
   `full`): a peer that does not answer on the link, an MTU mismatch on it, a registry that refuses
   the credentials. An image copy cut halfway and an image built from its recipe are
   molecule/serving_image's (verify.yml), on two hosts of their own.
@@ -260,7 +260,7 @@ def ask_every_route(client, sim_cluster, routes, keys):
 
 @pytest.mark.rule("A1")
 def test_no_engine_route_answers_without_a_key_and_only_the_allowlisted_ones_with_it(sim_cluster, serving, client):
-    # Issue 47: vLLM's --api-key left /invocations (the chat handler itself), /tokenize, /load and
+    # VLLM's --api-key left /invocations (the chat handler itself), /tokenize, /load and
     # more open to anyone. Every route of the running engine's own table, asked from a client
     # machine through the gateway: without a key and with a wrong one only /health answers; with the
     # key only the allowlisted routes reach the engine.
@@ -343,13 +343,13 @@ def wrong_wire_inventory(tmp_path, nics, twin_ips):
     return str(path)
 
 
-# `full` (issue 51's budget): the link probe's refusal by its floor, with both figures, is the pair
+# `full` (the test budget): the link probe's refusal by its floor, with both figures, is the pair
 # case below in the default run; the share of plain TCP it adds here is unit-tested (test_link_probe).
 @pytest.mark.rule("N5")
 @pytest.mark.full
 def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager, sim_cluster, serving,
                                                                     run_playbook, tmp_path):
-    # N5, issue 18: every inferred check passes (the interface is up and holds the address); the
+    # N5: every inferred check passes (the interface is up and holds the address); the
     # measurement alone tells the 1 Gb/s wire from the cluster link, before anything stops. On
     # sockets, chosen on purpose (N4): with RoCE, roce_facts would already refuse a cluster address
     # on a port without an RDMA device, an inferred check.
@@ -362,7 +362,7 @@ def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager,
             written = f.read()
         assert all("gb10_cluster_ip=%s gb10_cluster_iface=%s" % (address, iface) in written
                    for iface, address in nics.values()), written
-        # The deploy's steps up to the link check (issue 28: the step playbooks, deploy.yml's
+        # The deploy's steps up to the link check (the step playbooks, deploy.yml's
         # order): host prep writes the env file for the wrong wire, then the link is measured.
         # The steps before (cluster link, image) change nothing the measurement reads.
         wrong = {"gb10_profile": PROFILE, "gb10_nccl_transport": "socket", "nccl_env_use_roce_facts": False}
@@ -397,7 +397,7 @@ def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager,
 
 
 def test_a_pair_running_at_one_twins_rate_is_refused_with_both_figures(sim_cluster, serving, run_playbook):
-    # N5, issue 26: both twins are up and ACTIVE, every inferred check passes, but the pair moves
+    # N5: both twins are up and ACTIVE, every inferred check passes, but the pair moves
     # only what one twin is rated for (a field report: 98 Gb/s on one HCA, 161 on both). The
     # simulated twins are not rated as ConnectX-7 ports (gb10_sim.yml); here each is rated 3 Gb/s,
     # the pair 6, and the wire NCCL's stand-in (Gloo) takes is held at 3 Gb/s: one twin's rate. The
@@ -431,7 +431,7 @@ def test_a_pair_running_at_one_twins_rate_is_refused_with_both_figures(sim_clust
     assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
 
 
-# `full` (issue 28's budget): the printed-next-step case below loses the same node during deploy.yml
+# `full` (the test budget): the printed-next-step case below loses the same node during deploy.yml
 # and shows the run stopping with its next step and the serving engine kept; a model copy cut
 # halfway is molecule/model_sync's.
 @pytest.mark.full
@@ -480,11 +480,11 @@ def next_steps(stdout, host):
 
 
 def test_the_printed_next_step_runs_when_pasted(sim_cluster, serving, tmp_path):
-    # Issue 19: a user ran deploy.yml with the profile as an extra var and lost a node. The next
+    # A user ran deploy.yml with the profile as an extra var and lost a node. The next
     # step repeats their own playbook, inventory and extra vars; its ping, pasted while the node is
     # still down, fails; pasted once it is back, it succeeds. The re-run is the user's own command
     # (the same words, checked below), which the lost run itself ran when pasted; a full deploy.yml
-    # on a serving cluster is test_2a's case, so it is not run a second time here (issue 51's budget).
+    # on a serving cluster is test_2a's case, so it is not run a second time here (the test budget).
     head, worker = sim_cluster.hosts
     env = user_env(tmp_path)
     command = ("ansible-playbook playbooks/deploy.yml -i %s -e gb10_profile=minimax-m27-nvfp4"
@@ -523,7 +523,7 @@ def recap(stdout, host):
 @pytest.mark.rule("A2")
 def test_an_unrecorded_host_key_is_refused_and_the_printed_step_records_it_with_its_fingerprints(
         sim_cluster, serving, tmp_path):
-    # Rule A2 (issue 47): ansible.cfg checks host keys. The simulated inventory's opt-out is turned
+    # Rule A2: ansible.cfg checks host keys. The simulated inventory's opt-out is turned
     # back here, against a known_hosts of this test's own and without SSH's shared connections
     # (one already open would skip the check), as a real inventory runs.
     head, worker = sim_cluster.hosts
@@ -584,7 +584,7 @@ def test_an_unrecorded_host_key_is_refused_and_the_printed_step_records_it_with_
         assert recap(served.stdout, host)["unreachable"] == 0, served.stdout[-4000:]
 
 
-# `full` (issue 28's budget): role model_sync alone, against the client machine playing the Hub.
+# `full` (the test budget): role model_sync alone, against the client machine playing the Hub.
 @pytest.mark.full
 def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_cluster, serving, client,
                                                                            run_playbook, tmp_path):
@@ -636,7 +636,7 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
 
 @pytest.mark.rule("V8")
 def test_a_wrong_expected_answer_fails_the_smoke_test_with_both_answers(sim_cluster, serving, run_playbook):
-    # Issue 27: the profile's known answer is checked on every run, kept engine included. Expecting
+    # The profile's known answer is checked on every run, kept engine included. Expecting
     # the real recipe's answer ("42") from the tiny model is a wrong expected answer: the launch step
     # fails naming the question, what the engine said and what was expected, and leaves it running.
     head = sim_cluster.head
@@ -669,7 +669,7 @@ def test_a_wrong_expected_answer_fails_the_smoke_test_with_both_answers(sim_clus
 
 @pytest.mark.rule("O2", "A1")
 def test_a_revoked_client_key_is_refused_while_the_engine_keeps_serving(sim_cluster, serving, run_playbook):
-    # Issue 47: client keys by name, held by the gateway alone. The gateway step alone adds a
+    # Client keys by name, held by the gateway alone. The gateway step alone adds a
     # client and, run without it, revokes it: a reload, with the engine and Ray untouched.
     head = sim_cluster.head
     ray_before = ray_containers(sim_cluster.hosts, head)
@@ -784,7 +784,7 @@ def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_co
 
 @pytest.mark.rule("N1")
 def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_naming_the_cause(sim_cluster, run_playbook):
-    # Issue 26: the Ray containers as the roles made them before (host network, shm, no RDMA
+    # The Ray containers as the roles made them before (host network, shm, no RDMA
     # settings): NCCL in them finds no RoCE device and falls back to sockets, silently, whatever
     # the env file says. The simulation's NCCL stand-in does what NCCL does there; the check after
     # the launch names the fallback and what the container lacks, and leaves the engine running.
@@ -841,7 +841,7 @@ def test_the_containers_fixed_under_a_serving_engine_stop_it_first_and_leak_noth
     assert note.count("NET/IB over roceP2p1s0f1, rocep1s0f1") == 2 and "NET/Socket" not in note, note
 
 
-# ---- the cluster link and the serving image (issue 17) ----------------------------------------
+# ---- the cluster link and the serving image ----------------------------------------
 # Last in this module: no test after them needs the engine, so faults on the link cannot hurt one
 # that does. Each runs the role alone, as deploy.yml's play runs it (any_errors_fatal).
 
@@ -865,12 +865,12 @@ PORTS_CHECK = "The cluster link's RoCE ports, every twin ACTIVE (N5)"  # nccl_en
 RAY_CHECK = "Ray container present, running and configured as deployed (R2)"  # ray_cluster's
 
 
-# `full` (issue 51's budget): a twin that keeps its address without an ACTIVE RoCE port is refused by
+# `full` (the test budget): a twin that keeps its address without an ACTIVE RoCE port is refused by
 # roce_facts (test_roce), and drift naming a twin without its address is test_3's link case.
 @pytest.mark.rule("N5")
 @pytest.mark.full
 def test_a_cable_half_down_is_refused_as_half_the_link(sim_cluster, run_playbook):
-    # Issue 26: the second half of the cable (the twins' link network) loses its carrier at both
+    # The second half of the cable (the twins' link network) loses its carrier at both
     # ends. Each port keeps its address, the kernel reports its RoCE port DOWN (the fixture kit's
     # gb10-sim-rdma, run again as the kernel updates its port state), and NCCL would run on the
     # first twin alone at half the link. The NCCL env step of host prep refuses it on both hosts,

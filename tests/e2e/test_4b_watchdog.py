@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The serving watchdog (issue 27, rule O4) on the simulated 2-Spark cluster, from a serving cluster:
+"""The serving watchdog (rule O4) on the simulated 2-Spark cluster, from a serving cluster:
 
 - a rank stalled (SIGSTOP of the worker's engine process): /health still answers, generation
   does not; the watchdog on the head finds the hang by its deadline, keeps the logs, stops the

@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""vLLM's own multi-node executor beside Ray (issue 50), chained on the 2-Spark cluster that
+"""vLLM's own multi-node executor beside Ray (X1-X3), chained on the 2-Spark cluster that
 test_4b's watchdog left out of budget (its Ray engine down after every start failed):
 
 - the operator's next step there, a launch with the other executor, takes the clean path: no node
@@ -18,7 +18,7 @@ test_4b's watchdog left out of budget (its Ray engine down after every start fai
   switches back to Ray from there by the same clean path (what the last try left stopped on
   SIGTERM, rank 0 first), which gives the watchdog its budget back.
 
-Why this order (the test command's budget, issue 51): the switch back to Ray cost about 150 s of the
+Why this order (the test command's budget): the switch back to Ray cost about 150 s of the
 default run and the power cut under this executor about 75 s (2026-12-04, this 2-core machine); the
 graceful stop of a serving Ray engine before its containers is what test_4's fault cases already
 show at TP=2, and the mesh (test_5, `full`) switches a serving Ray engine to mp and back and cuts

@@ -1,7 +1,7 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """playbooks/deploy-m3.yml on the simulated 3-Spark cluster (TP=3), after the 2-host modules: the
-three hosts are cabled as three Sparks are without a switch (issue 49: port 0 of each node to port 1
+three hosts are cabled as three Sparks are without a switch (port 0 of each node to port 1
 of the next, a network per cable half; tests/sim/cluster.py, MESH_CABLES) and coordinate over their
 enP7s7 LAN, so they start fresh (a Spark's ports are named at boot). The deploy addresses the mesh
 (role cluster_link, mode mesh), copies the image to the node that lacks it over its own cable to
@@ -13,7 +13,7 @@ node is stopped and started with every other through the gate, every rank starts
 power cut of all three; the cluster then serves three whole replicas (vLLM's multi-node data
 parallelism, a site's own recipe from gb10_profiles_dir), the second node's replica dies with its
 container and leaks, the watchdog reboots that node alone, and the cluster switches back to Ray by
-the clean path (issue 50).
+the clean path.
 """
 
 import json
@@ -36,13 +36,13 @@ DP_RECIPE = "site-m27-dp3"  # DP_SHIPPED without expert parallelism, as a site's
 # The watchdog's test settings (helpers), with the profile deploy-m3.yml names.
 WATCHDOG = {k: v for k, v in WATCHDOG_SETTINGS.items() if k != "gb10_profile"}
 
-# `scripts/test.sh full` only (issue 51's budget, 2026-12-02): the test command measured ~88 minutes
+# `scripts/test.sh full` only (the test budget, 2026-12-02): the test command measured ~88 minutes
 # on this 2-core machine with this module (then about 600 s; on the mesh, 2026-12-04, 310 s: three
 # fresh hosts' host prep, link and model copy and a TP=3 launch in 260 s, the leak case 40 s; with
 # the mp cases, the replicas and the switch back, 890 s) against CI's hard limit of 90. The default run keeps the TP=3 profile's
 # rendering and refusals (tests/unit: test_render, test_profile, test_preflight) and the mesh's
 # plan (tests/unit: test_cluster_link, test_cluster_facts); this module comes back to the default
-# run when a launch costs less (issue 51).
+# run when a launch costs less.
 pytestmark = pytest.mark.full
 
 
@@ -79,7 +79,7 @@ def test_ray_sees_three_nodes(sim_cluster3, deployed3):
 def test_engine_is_tp3_and_answers(sim_cluster3, deployed3):
     unused_pid, unused_start, argv = engine_process(sim_cluster3.head)
     assert argv[argv.index("--tensor-parallel-size") + 1] == "3"
-    # Issue 27: over three ranks, each with a third of the vocabulary, the deploy's greedy question
+    # Over three ranks, each with a third of the vocabulary, the deploy's greedy question
     # got the same answer as the tiny model at TP=1.
     known = deployed3.results_by_host(task=KNOWN_ANSWER_TASK)[sim_cluster3.head]["msg"]
     assert known.startswith("known answer: ") and TINY_ANSWER in known, known
@@ -144,7 +144,7 @@ def rank_argv(host, container):
 
 @pytest.mark.rule("X1", "X2", "X3", "O4", "N6")
 def test_the_mesh_switches_to_vllms_own_executor_and_its_watchdog_reaches_every_rank(sim_cluster3, run_playbook):
-    # TP=3 under vLLM's own multi-node executor on the mesh (issue 50): the launch step switches the
+    # TP=3 under vLLM's own multi-node executor on the mesh: the launch step switches the
     # Ray cluster by the clean path, rank 0 on the head and a headless rank on each other node, all
     # meeting at the head's coordination address; a rank on the third node then stalls, and the
     # watchdog stops and starts every rank, reaching the other nodes' ranks through the cluster SSH
@@ -226,7 +226,7 @@ def site_recipes(tmp_path_factory):
 
 @pytest.mark.rule("X1", "X3", "O1", "H4")
 def test_the_mesh_serves_a_replica_on_every_node_with_vllms_data_parallelism(sim_cluster3, run_playbook, site_recipes):
-    # Issue 50 section 3: three Sparks without TP=3, as whole replicas (vLLM's multi-node data
+    # Three Sparks without TP=3, as whole replicas (vLLM's multi-node data
     # parallelism: the API server and the DP coordinator with rank 0, a headless engine on each other
     # node meeting at the head's coordination address). The launch step changes the profile: the
     # TP=3 ranks stop by the clean path first.
@@ -253,7 +253,7 @@ def test_the_mesh_serves_a_replica_on_every_node_with_vllms_data_parallelism(sim
 
 @pytest.mark.rule("O4", "H4", "X3")
 def test_a_replica_killed_with_its_container_on_the_second_node_leaks_there_and_only_that_node_reboots(sim_cluster3):
-    # The mp executor's leak case (issue 50): the second node's serving container dies under its
+    # The mp executor's leak case: the second node's serving container dies under its
     # headless engine; the simulated driver keeps its memory until a reboot (H4). The watchdog finds
     # the engine failing, reboots that node alone through the gate at its link address, and starts
     # every rank again.

@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Last e2e module: `down` removes what the simulation made, and nothing else (issue 3: "a
+"""Last e2e module: `down` removes what the simulation made, and nothing else ("a
 teardown command removes everything it created, and nothing else")."""
 
 import docker

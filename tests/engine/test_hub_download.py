@@ -1,6 +1,6 @@
 """roles/model_sync/files/hub_download.py, run as the role runs it (python3 of the image, here
 .venv-engine's, whose huggingface_hub is vLLM's), against tests/sim/fake_hub.py on loopback: one
-commit downloaded and every file checked against the Hub's own record of it (issue 47)."""
+commit downloaded and every file checked against the Hub's own record of it."""
 import json
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""SGLang behind the API gateway (A1, issue 47), checked against SGLang 0.5.12's own route table.
+"""SGLang behind the API gateway (A1), checked against SGLang 0.5.12's own route table.
 
 SGLang cannot be imported here (tests/engine/test_sglang_flags.py says why), so its FastAPI routes
 are read from the installed package's srt/entrypoints/http_server.py with Python's ast module: every

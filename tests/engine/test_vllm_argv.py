@@ -13,7 +13,7 @@ pytestmark = pytest.mark.rule("V1", "V3", "V5", "V6")
 
 # Read by the vLLM builds of the field's GB10 images (seeds 000/003: vLLM 0.18-0.19 era), no
 # longer by vLLM 0.32 (--linear-backend / --moe-backend marlin replaced them). No profile may set
-# them (issue 26; the M3 profile's fork run chose b12x kernels by flag instead, issue 49).
+# them (the M3 profile's fork run chose b12x kernels by flag instead).
 LEGACY_ENV = {'VLLM_NVFP4_GEMM_BACKEND', 'VLLM_TEST_FORCE_FP8_MARLIN', 'VLLM_USE_FLASHINFER_MOE_FP4'}
 
 
@@ -106,7 +106,7 @@ def test_mp_executor_multinode_flags_parse(vllm_parser, name, overlay):
     for rank in range(prof['nodes']):
         args = parse(vllm_parser, vllm_serve_argv(prof, head_ip='10.0.0.1', node_rank=rank, master_port=29501))
         if prof.get('data_parallel_size', 1) > 1:
-            # A replica per node (issue 50): vLLM's multi-node data parallelism, each engine TP 1.
+            # A replica per node: vLLM's multi-node data parallelism, each engine TP 1.
             assert (args.data_parallel_size, args.data_parallel_size_local, args.data_parallel_address,
                     args.data_parallel_rpc_port, args.data_parallel_start_rank, args.headless, args.nnodes) \
                 == (prof['nodes'], 1, '10.0.0.1', 29501, rank if rank else None, rank > 0, 1)
@@ -149,7 +149,7 @@ def test_deepseek_v4_pages_in_the_block_size_its_sparse_mla_takes(vllm_parser):
 
 @pytest.mark.rule("V5")
 def test_m3_is_the_field_recipe_of_three_sparks(vllm_parser):
-    """The published three-Spark M3 TP=3 run (issue 49): the vision tower's 16 heads do not split
+    """The published three-Spark M3 TP=3 run: the vision tower's 16 heads do not split
     over 3 ranks, b12x kernels, fp8 KV in 128-token blocks, sizes for a head at ~96 % of RAM."""
     args = parse(vllm_parser, vllm_serve_argv(variant('minimax-m3-nvfp4', None), head_ip='10.0.0.1'))
     assert args.mm_encoder_tp_mode == 'data' and args.skip_mm_profiling

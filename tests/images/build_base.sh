@@ -8,7 +8,7 @@
 # tests/sim/README.md, "Test hosts that run their own Docker engine"), rsync for model_sync, kmod/procps for the host roles.
 # netplan.io and python3-requests: a Spark has both from DGX OS (it configures its network with
 # netplan; the community.docker modules need requests on the node), and each scenario that needs
-# them spent 15-30 s installing them from Debian's mirror (issue 28's test budget). nftables: the
+# them spent 15-30 s installing them from Debian's mirror (the test budget). nftables: the
 # firewall role's table (A4); Ubuntu 24.04 has it, and apt-get update on every simulated host costs time.
 set -euo pipefail
 

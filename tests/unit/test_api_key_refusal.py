@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A weak API key is refused before anything changes (issue 19, item 4), and never printed.
+"""A weak API key is refused before anything changes, and never printed.
 
 playbooks/deploy.yml runs for real through ansible-runner, as `ansible-playbook ... -e
 gb10_api_key=...` would. The host is an SSH address where nothing listens (loopback, port 1): the
@@ -98,7 +98,7 @@ def test_a_good_or_absent_key_passes_and_the_run_goes_on(tmp_path, extravars):
 @pytest.mark.parametrize('playbook', ['deploy.yml', 'preflight.yml', 'launch.yml'])
 def test_the_deploy_refuses_an_engine_it_does_not_launch(tmp_path, playbook):
     # gb10_engine=sglang passed preflight's SGLang checks and then deployed vLLM all the same
-    # (issue 51): each entry point of the deploy refuses it in its first play, no host contacted.
+    #: each entry point of the deploy refuses it in its first play, no host contacted.
     runner = deploy(tmp_path, {'gb10_engine': 'sglang'}, playbook=playbook)
 
     assert runner.status == 'failed'

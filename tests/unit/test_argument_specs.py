@@ -1,4 +1,4 @@
-"""Every role's meta/argument_specs.yml against its defaults/main.yml (issue 6: bad input gets a
+"""Every role's meta/argument_specs.yml against its defaults/main.yml (bad input gets a
 clear error before anything changes). ansible-core validates a role's variables against this spec
 before the role's first task (validate_argument_spec, with ansible's own ArgumentSpecValidator);
 these tests run that validator over the same files.
@@ -68,7 +68,7 @@ def test_every_default_is_specified_with_type_and_description(role):
         if spec['type'] == 'list':
             assert spec.get('elements'), '%s: a list without elements' % name
         # The spec documents the role's variables only: role prefix (var-naming[no-role-prefix]);
-        # the cluster role's are the inventory's cluster-wide gb10_* names (issue 51).
+        # the cluster role's are the inventory's cluster-wide gb10_* names.
         assert name.startswith('gb10_' if role == 'cluster' else role + '_'), name
 
 

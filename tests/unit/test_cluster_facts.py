@@ -1,4 +1,4 @@
-"""One home for the cluster's facts (issue 51): role gb10.serving.cluster defines every cluster-wide
+"""One home for the cluster's facts: role gb10.serving.cluster defines every cluster-wide
 input and every derived fact once; the other roles and the playbooks only read them.
 
 The checks are the issue's own counts, run over the checkout: no `gb10_x | default(...)` chain, no
@@ -114,9 +114,9 @@ def test_every_play_that_reads_the_cluster_imports_it():
     assert without == []
 
 
-# What the roles write at run time rather than configure (issue 51's converged_state count): each
-# changes while the cluster serves, so the converged read (role cluster, entry point
-# converged_state) must not fingerprint it, or no re-run would ever be converged.
+# What the roles write at run time rather than configure (the converged_state count): each
+# changes while the cluster serves, so the converged read (playbooks/tasks/converged_state.yml)
+# must not fingerprint it, or no re-run would ever be converged.
 RUNTIME_STATE = {
     'firewall_listing_file': 'the kernel listing recorded after each load',
     'leak_recovery_memory_baseline': "the node's clean reading, replaced after a reboot",
@@ -132,7 +132,7 @@ RUNTIME_STATE = {
 
 
 def test_every_path_a_role_configures_on_a_node_is_read_by_the_converged_check():
-    with open(os.path.join(CLUSTER, 'tasks', 'converged_state.yml')) as f:
+    with open(os.path.join(TOP, 'playbooks', 'tasks', 'converged_state.yml')) as f:
         read = yaml.safe_load(f)[0]['gb10.serving.converged_state']['files']
     unread = []
     for path in _files('roles/*/defaults/main.yml'):
@@ -150,7 +150,7 @@ def test_every_path_a_role_configures_on_a_node_is_read_by_the_converged_check()
 @pytest.mark.rule("N6")
 def test_the_head_reaches_a_mesh_node_with_its_cluster_key_at_the_nodes_link_address(tmp_path):
     # The watchdog's reboot-if-leaked and engine-rank go from the head through the cluster key; on a
-    # mesh, gb10_cluster_ip is the coordination port, which the SSH trust does not cover (issue 49):
+    # mesh, gb10_cluster_ip is the coordination port, which the SSH trust does not cover:
     # the shipped example inventories, rendered by ansible itself with the cluster role's defaults.
     play = tmp_path / 'play.yml'
     play.write_text(yaml.safe_dump([{

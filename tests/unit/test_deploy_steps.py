@@ -1,4 +1,4 @@
-"""playbooks/deploy.yml is a chain of step playbooks, each of which runs alone (issue 28), and the
+"""playbooks/deploy.yml is a chain of step playbooks, each of which runs alone, and the
 profile is looked up in one place (role gb10.serving.cluster, entry point context).
 
 The structure is read from the YAML; the behaviour of a step run alone is shown by running
@@ -23,7 +23,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 PLAYBOOKS = os.path.join(TOP, 'playbooks')
 STEPS = ['converged.yml', 'preflight.yml', 'cluster_link.yml', 'host_prep.yml', 'serving_image.yml',
          'serving_state.yml', 'link_measure.yml', 'model_sync.yml', 'launch.yml', 'converged_stamp.yml']
-# Issue 29: on a converged cluster these steps' plays end before their first task; link_measure
+# On a converged cluster these steps' plays end before their first task; link_measure
 # says why it does not measure, the launch's last plays run the kept engine's smoke test and the
 # summary.
 ENDED_WHEN_CONVERGED = ['preflight.yml', 'cluster_link.yml', 'host_prep.yml', 'serving_image.yml',

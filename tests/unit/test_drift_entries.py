@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Drift checks belong to their roles (issue 28): each role that a drift check reads offers the
+"""Drift checks belong to their roles: each role that a drift check reads offers the
 entry point roles/<role>/tasks/drift.yml with a `drift` entry in its argument spec, and
 playbooks/drift.yml only composes them (tasks_from: drift), so no playbook copies a role default.
 
@@ -63,7 +63,7 @@ def test_drift_reaches_roles_only_through_their_drift_entry_points():
             for key in ('ansible.builtin.import_role', 'ansible.builtin.include_role', 'import_role', 'include_role'):
                 if key in task:
                     name = task[key]['name']
-                    # The cluster's facts and the run's context (issue 51), not a check.
+                    # The cluster's facts and the run's context, not a check.
                     if name in PROVIDERS or (name == CONTEXT['name'] and task[key].get('tasks_from', 'context') == 'context'):
                         continue
                     assert task[key].get('tasks_from') == 'drift', (task.get('name'), task[key])
@@ -87,7 +87,7 @@ def drift_tasks(path):
 
 
 def test_every_check_is_a_drift_check_under_a_rule():
-    # The one drift contract (issue 51): a check answers with gb10.serving.drift_check under a rule
+    # The one drift contract: a check answers with gb10.serving.drift_check under a rule
     # of docs/rules.md (its argument, not its name), changed when drifted, never failed, so the
     # host's other checks run without ignore_errors; no assert stands in for a check, and no check
     # runs in a loop (one answer per result).

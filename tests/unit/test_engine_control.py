@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The engine's one control script (roles/vllm_serve/files/engine_control.sh, issue 51), run for
+"""The engine's one control script (roles/vllm_serve/files/engine_control.sh), run for
 real with `sh -c` as the role's tasks and the watchdog run it: a stand-in engine (a process whose
 command line names vllm, its pid in the state folder, /health on a loopback port), its status,
 its readiness, its death, Ray keeping its GPUs back, and its graceful stop (H4)."""

@@ -1,5 +1,5 @@
 """playbooks/host-prep.yml (drift.yml's fix for H1 and N1-N6 on one node) refuses to run without a
-profile, naming it, and the next step printed is the user's own command (issue 19)."""
+profile, naming it, and the next step printed is the user's own command."""
 import pytest
 import os
 import subprocess

@@ -58,7 +58,7 @@ def test_the_probe_reads_the_runtime_version_of_the_library_the_loader_gives(tmp
 
 
 def test_the_probe_reports_a_second_nccl_in_the_image_with_its_own_version(tmp_path):
-    # pip's nvidia-nccl beside the system library (the field's M2.7 hang, vllm issues 41725 and 42354):
+    # pip's nvidia-nccl beside the system library (the field's M2.7 hang, vllm-project/vllm issues 41725 and 42354):
     # the loader gives the system one; the pip one is found by path and asked for its own version.
     standin(tmp_path / "system", 22809)
     site = tmp_path / "site-packages"

@@ -7,7 +7,7 @@ inspect` gives the image's layer digests, and the "ssh" writes what its peer rec
 wants every blob). The role runs it between real engines in molecule/serving_image (a whole image)
 and in e2e (the first deploy: a worker holding an earlier build gets the shims' layers only); this
 covers what needs several targets: one save feeds them all, each leaves out what its target holds
-(issue 29), one that fails is named while the others still get the image.
+, one that fails is named while the others still get the image.
 """
 import gzip
 import hashlib
@@ -154,7 +154,7 @@ def test_one_save_feeds_every_peer_the_whole_image(bench):
 
 
 def test_each_peer_gets_only_the_layers_it_lacks(bench):
-    # Issue 29: one peer holds the first two layers (an earlier build), one holds nothing.
+    # One peer holds the first two layers (an earlier build), one holds nothing.
     rc, report = send(bench, '192.168.100.2=2', '192.168.100.3')
 
     assert rc == 0, report

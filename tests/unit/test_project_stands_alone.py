@@ -1,7 +1,7 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A clone is all a user has: no file the project tracks may send a reader to the folder beside
-the checkout where its authors kept their notes (issue 19, item 7). What a reader needs from there
+the checkout where its authors kept their notes. What a reader needs from there
 lives in docs/rules.md (the GB10 rules) and tests/sim/README.md (the simulation's measured facts)."""
 
 import os

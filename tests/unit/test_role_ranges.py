@@ -1,5 +1,5 @@
 """Numeric settings out of range are refused by a role's first task, before it changes anything
-(issue 6). argument_specs.yml gives types and choices but cannot say "a port is 1..65535", so
+. argument_specs.yml gives types and choices but cannot say "a port is 1..65535", so
 vllm_serve, ray_cluster, model_sync, leak_recovery and serving_image open with a range check that names the
 host, the variable, the range and the fix.
 

@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""docs/rules.md is kept true (issue 28): every path it names exists, every test it names is
+"""docs/rules.md is kept true: every path it names exists, every test it names is
 defined under tests/, and every rule ID of "The rules" has a row that says where it is enforced
 and which test shows it. The last test renames a referenced test in a copy and shows the check
 going red."""
@@ -101,7 +101,7 @@ def _rules_index():
 
 
 def test_the_tests_column_is_what_the_tests_marks_say():
-    # Issue 51: each rule's tests are found from the `rule` mark on them (and a molecule scenario's
+    # Each rule's tests are found from the `rule` mark on them (and a molecule scenario's
     # "Rules shown" line), not from a hand-kept list: the committed column is the built one.
     index = _rules_index()
     with open(RULES, encoding="utf-8") as f:

@@ -1,7 +1,7 @@
 """The simulation's NCCL stand-in (tests/sim/images/serving/gb10_sim_platform/nccl_standin.py)
 prints what the collection's own reader (module_utils/nccl_log.py) takes for NCCL's choice: IB
 over the twins' HCAs when the container reaches the RDMA devices, NCCL's silent socket fallback
-when it does not, sockets when the env file chose them (issue 26, rules N1, N4, N5)."""
+when it does not, sockets when the env file chose them (rules N1, N4, N5)."""
 import pytest
 import importlib.util
 import os

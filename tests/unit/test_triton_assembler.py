@@ -67,7 +67,7 @@ def test_triton_36_gets_both_links_and_answers_for_sm_121_with_the_blackwell_ass
     found = run(site, "links", toolkit)
     assert found["source_ok"] and [link["name"] for link in found["links"]] == ["ptxas", "ptxas-blackwell"]
     assert found["links"][1]["link"].endswith("/triton/backends/nvidia/bin/ptxas-blackwell")
-    # Only TRITON_PTXAS_PATH set (the rule before issue 49): sm_121 still runs the bundled one.
+    # Only TRITON_PTXAS_PATH set (the rule as it first read): sm_121 still runs the bundled one.
     asked = run(site, "ask", "121", toolkit, env={"TRITON_PTXAS_PATH": toolkit})
     assert asked["path"].endswith("bin/ptxas-blackwell") and asked["release"] == "12.8" and not asked["is_source"], asked
     asked = run(site, "ask", "121", toolkit, env={"TRITON_PTXAS_BLACKWELL_PATH": toolkit})

@@ -8,7 +8,7 @@
 #   590.44.01           the renamed 590 packages (branch suffix dropped: nvidia-driver-open,
 #                       libnvidia-compute, nvidia-utils, nvidia-dkms-open) and nvidia-open 590:
 #                       what `apt upgrade` would pull in on an unpinned node
-#   DGX OS's packaging (issue 48): the driver's kernel modules prebuilt per kernel,
+#   DGX OS's packaging: the driver's kernel modules prebuilt per kernel,
 #   linux-modules-nvidia-580-open-<kernel> (its version the kernel's + the driver's, its module at
 #   /lib/modules/<kernel>/kernel/nvidia-580-open/nvidia.ko with the driver's version in its
 #   .modinfo strings), each needing the nvidia-kernel-common-580 of its driver build; kernels

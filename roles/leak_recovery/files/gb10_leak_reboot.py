@@ -1,4 +1,4 @@
-# gb10.serving: a node's leak reboot (issue 27, rules H4 and H1), installed by role leak_recovery on
+# gb10.serving: a node's leak reboot (rules H4 and H1), installed by role leak_recovery on
 # every node (tasks_from: reboot_on_ask) and run on the node itself (not in a container) by the
 # cluster SSH gate's `reboot-if-leaked` (the command leak_recovery gives the gate of role
 # cluster_link) when the head's watchdog asks. The node decides on its own reading, never on the

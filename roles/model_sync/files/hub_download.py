@@ -2,7 +2,7 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Download one commit of a Hub model repository and check every file against the Hub's own record
-of that commit (issue 47: a profile names the commit, never a moving branch).
+of that commit (a profile names the commit, never a moving branch).
 
     python3 hub_download.py REPO COMMIT DIR
 

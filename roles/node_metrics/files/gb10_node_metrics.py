@@ -1,4 +1,4 @@
-# gb10.serving: a node's metrics exporter (issue 27, rule O6), installed by role node_metrics on
+# gb10.serving: a node's metrics exporter (rule O6), installed by role node_metrics on
 # every node. It runs in a container of the serving image (host network and PID namespace,
 # restarted by Docker with the node), reads the node's unified memory with the collection's own
 # reading (plugins/module_utils/unified_memory.py, the code of the gb10.serving.unified_memory

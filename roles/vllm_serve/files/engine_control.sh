@@ -1,4 +1,4 @@
-# The engine's one control script (issue 51), run in the Ray head container with `sh -c` by the
+# The engine's one control script, run in the Ray head container with `sh -c` by the
 # role's tasks (probe.yml: status; engine.yml: wait-ready; stop.yml: stop) and by the watchdog
 # (wait-ready, stop), which gets it with the engine's descriptor. The engine is the process whose
 # pid its launch script wrote to the state folder (its first act), serving at the loopback URL.

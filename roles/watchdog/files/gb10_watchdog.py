@@ -1,4 +1,4 @@
-# gb10.serving: the serving watchdog (issue 27, rule O4), installed by vllm_serve's `watchdog`
+# gb10.serving: the serving watchdog (rule O4), installed by vllm_serve's `watchdog`
 # entry point. It runs on the head node in a container of the serving image, restarted by Docker
 # (restart policy unless-stopped) when it or the node stops, and talks only to the head's Docker
 # socket and the engine's API on 127.0.0.1. Its decisions are gb10_watchdog_logic.py
@@ -283,7 +283,7 @@ class Watchdog:
             ranks = " with the ranks on %s" % ", ".join(sorted(config["ranks"])) if config.get("ranks") else ""
             log("relaunched %s (launch %s)%s" % (launch, config["launch_id"], ranks))
             self.wait_ready()
-            # The profile's known answer, greedy (V8, issue 27); without one, tokens are the proof.
+            # The profile's known answer, greedy (V8); without one, tokens are the proof.
             question = config.get("known_answer") or config["probe"]
             answer = probe(config, question)
             record["answer"] = answer["content"]
@@ -415,7 +415,7 @@ class Watchdog:
         asked = {}
         for name in sorted(leaked, key=lambda n: (n == head, n)):
             # Where the head's cluster key reaches it: in a mesh its link address, not the
-            # coordination address of "nodes" that the SSH trust does not cover (issue 49). The
+            # coordination address of "nodes" that the SSH trust does not cover. The
             # role writes both for every node with each launch.
             address = self.config["key_addresses"][name]
             if name == head:
@@ -526,7 +526,7 @@ class Watchdog:
 
     def control(self, command, *args, timeout=60):
         """(rc, output) of vllm_serve's engine control script in the head container: the same
-        status, wait-ready and stop that the role's tasks run (one definition, issue 51)."""
+        status, wait-ready and stop that the role's tasks run (one definition)."""
         config = self.config
         return exec_in(config["container"], ["sh", "-c", config["control_script"], "engine-control", command,
                                              config["state_dir"], *args], timeout=timeout)

@@ -35,7 +35,7 @@ SHAPE = {
 SPECIAL = ["<|begin|>", "<|end|>", "<|pad|>", "<|system|>", "<|user|>", "<|assistant|>",
            "<think>", "</think>", "<mm:think>", "</mm:think>"]
 # Every answer of the model is KNOWN_ANSWER, then EOS, greedy or sampled: the profiles' known-answer
-# check (issue 27) has an answer to expect, and each launch's smoke test waits for a few tokens
+# check has an answer to expect, and each launch's smoke test waits for a few tokens
 # instead of max_tokens of noise (512 tokens took 20-60 s per request on 2 cores). How: the token
 # embeddings are scaled up so that the current token dominates the last hidden state, and lm_head's
 # row of each answer token points at the embedding of the token before it (the generation prompt's

@@ -1,4 +1,4 @@
-"""The NCCL/Gloo env file, defined once (issue 28): role nccl_env's template renders the variables
+"""The NCCL/Gloo env file, defined once: role nccl_env's template renders the variables
 of module_utils/roce.py's nccl_env (filter nccl_env_vars), roce_facts returns the same variables,
 and drift has a rule for each. Rendered here from the template the role deploys."""
 import pytest

@@ -1,4 +1,4 @@
-"""What a container that runs NCCL gets for each transport (N1, issue 26), and what a failed
+"""What a container that runs NCCL gets for each transport (N1), and what a failed
 transport check names when a container lacks it. One definition (module_utils/roce.py) behind the
 filters, used by every container that runs NCCL: the Ray containers, the link probe, SGLang."""
 import os
@@ -26,7 +26,7 @@ WITH_RDMA = {
     'Ulimits': [{'Name': 'memlock', 'Soft': -1, 'Hard': -1}, {'Name': 'nofile', 'Soft': 1048576, 'Hard': 1048576}],
     'Privileged': False,
 }
-# A container started as the roles did before issue 26: host network, shm, GPU, nothing for RDMA.
+# A container started as the roles once did: host network, shm, GPU, nothing for RDMA.
 WITHOUT_RDMA = {'Devices': [], 'CapAdd': None, 'Ulimits': None, 'Privileged': False}
 
 

@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The profile lookup as a playbook calls it: names, never paths (issue 19, item 5).
+"""The profile lookup as a playbook calls it: names, never paths.
 
 Run through `ansible localhost -m debug` with the checkout as the collection, as an operator's
 -e gb10_profile=... / -e gb10_profile_overlay=... reaches it."""

@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What makes the engine's API key too weak (issue 19, item 4); the sentences never quote it."""
+"""What makes the engine's API key too weak; the sentences never quote it."""
 import secrets
 import string
 import uuid

@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which kernel a node boots next and the NVIDIA modules for it (rule H1, issue 27)."""
+"""Which kernel a node boots next and the NVIDIA modules for it (rule H1)."""
 
 import pytest
 

@@ -85,7 +85,7 @@ def test_single_port_plan_and_document():
 
 
 def test_pair_addresses_both_twins_each_on_its_own_subnet():
-    # Issue 26: the two halves of one cable are two PCIe x4 links of ~100 Gb/s each; the default
+    # The two halves of one cable are two PCIe x4 links of ~100 Gb/s each; the default
     # for two Sparks gives each its own subnet, so NCCL can use both HCAs (roce_facts).
     detected = cl.detect_ports(sysfs('direct-pair/spark1'))
     result = cl.plan('spark1', pair('pair'), detected, CX7, {}, {})
@@ -121,7 +121,7 @@ def test_pair_twin_address_given_or_derived():
 
 
 def test_pair_refuses_a_cluster_iface_that_is_not_one_of_its_ports_with_the_right_port():
-    # Issue 26: `-e gb10_cluster_iface=lo` (or the management NIC) was answered with "remove the
+    # `-e gb10_cluster_iface=lo` (or the management NIC) was answered with "remove the
     # address from enp1s0f1np1", the right port. The pair names the port to set instead.
     detected = cl.detect_ports(sysfs('direct-pair/spark1'))
     for wrong in ('lo', 'enP7s7'):

@@ -35,7 +35,7 @@ def test_m27_nvfp4_fits_two_nodes():
 
 
 def test_m27_nvfp4_in_three_pipeline_stages_fits_three_nodes():
-    # Issue 50: PP=3, TP=1 under vLLM's own executor. A node holds a third of the weights and the
+    # PP=3, TP=1 under vLLM's own executor. A node holds a third of the weights and the
     # KV of its stage's layers (62 over 3: the largest stage, 21), all 8 KV heads.
     prof = real('minimax-m27-nvfp4-pp3')
     plan = fit_plan(prof, budget_gib=119.7)
@@ -51,7 +51,7 @@ def test_m27_nvfp4_in_three_pipeline_stages_fits_three_nodes():
 
 
 def test_m27_nvfp4_as_three_replicas_with_its_experts_split_fits_three_nodes():
-    # Issue 50: DP=3 with expert parallelism. A node holds the whole model but two thirds of the routed
+    # DP=3 with expert parallelism. A node holds the whole model but two thirds of the routed
     # experts (133 of 141.05 GB), and the KV of all 62 layers with all 8 KV heads (TP 1).
     prof = real('minimax-m27-nvfp4-dp3ep')
     plan = fit_plan(prof, budget_gib=119.7)

@@ -92,7 +92,7 @@ def test_device_machine_output(fixture_path):
 
 
 def test_rated_floor_per_transport_and_hca_count():
-    # issue 26: a Spark's CX7 twin is a PCIe x4 link of ~100 Gb/s; the pair is rated 200, a ring
+    # A Spark's CX7 twin is a PCIe x4 link of ~100 Gb/s; the pair is rated 200, a ring
     # node's four HCAs are two per peer cable.
     assert rated_floor('roce', 2, 50, 0.6, 100) == (120.0, '0.6 x 200 Gb/s rated: 2 RoCE HCA(s) x 100 Gb/s')
     assert rated_floor('roce', 1, 50, 0.6, 100)[0] == 60.0

@@ -191,7 +191,7 @@ def test_management_nic_speed():
 
 
 def test_a_slow_coordination_port_is_fine_where_nccl_takes_the_cx7_mesh():
-    # Issue 49: the field's M3 cluster coordinated over enP7s7 while the ring carried the data; with
+    # The field's M3 cluster coordinated over enP7s7 while the ring carried the data; with
     # sockets the same port would carry NCCL and is refused as above.
     nodes = [node('spark%d' % i, '10.0.0.%d' % i, transport='roce_ring') for i in (1, 2, 3)]
     nodes[0]['iface']['speed'] = 1000
@@ -233,7 +233,7 @@ COMMIT = '0123456789abcdef0123456789abcdef01234567'
 @pytest.mark.rule("M3")
 @pytest.mark.parametrize('revision', ['', 'main', 'v1.0', COMMIT[:12], COMMIT.upper()])
 def test_a_download_of_a_moving_or_short_revision_is_refused_with_the_lookup(revision):
-    # Issue 47: a download takes one commit; a branch or tag moves, and the model's own code with it.
+    # A download takes one commit; a branch or tag moves, and the model's own code with it.
     nodes = pair()
     for n in nodes:
         n['model_present'] = False
@@ -269,7 +269,7 @@ def test_without_ray_the_start_does_not_need_the_object_store():
 
 @pytest.mark.rule("H4")
 def test_a_leaked_node_is_named_with_the_command_that_frees_it():
-    # issue 48: a Ray worker whose container ended under its rank left 33 GiB held by the driver
+    # A Ray worker whose container ended under its rank left 33 GiB held by the driver
     # (H4); the deploy must say that node leaked and what reboots it, not three guesses.
     nodes = pair()
     nodes[1]['memory'] = {'budget_gib': 119.7, 'free_gib': 82.78, 'leaked': True, 'unaccounted_gib': 33.0}
@@ -326,7 +326,7 @@ def test_run_hosts_check_alone():
     assert PF.check_run_hosts(pair()) == []
 
 
-# H1 and the deploy's host prep (issue 4): a wrong branch that host prep replaces is a note.
+# H1 and the deploy's host prep: a wrong branch that host prep replaces is a note.
 
 @pytest.mark.rule("H1")
 def test_driver_590_replaced_by_host_prep_is_a_note():
@@ -380,7 +380,7 @@ def test_sockets_need_no_verbs_devices():
 
 @pytest.mark.parametrize('link_host_prep', [False, True])
 def test_loopback_or_the_management_nic_is_refused_by_name_even_when_host_prep_configures_the_link(link_host_prep):
-    # Issue 26: -e gb10_cluster_iface=lo passed preflight as "host prep configures the link", and
+    # -e gb10_cluster_iface=lo passed preflight as "host prep configures the link", and
     # cluster_link then sent the user to remove the address from the right port.
     nodes = pair()
     for n in nodes:

@@ -82,7 +82,7 @@ def test_real_m27_nvfp4_recipe():
     assert prof['device_args']['moe-backend'] == 'marlin'
     assert prof['device_args']['compilation-config'] == {'cudagraph_mode': 'NONE'}
     assert prof['engine_args']['speculative-config'] == {'method': 'ngram', 'num_speculative_tokens': 5}
-    # Pinned to vLLM 0.32 (issue 26): the kernel choice by the flags that replaced the env switches,
+    # Pinned to vLLM 0.32: the kernel choice by the flags that replaced the env switches,
     # plain safetensors for the compressed-tensors checkpoint.
     assert prof['image'] == 'vllm-node:0.32.0'
     assert prof['device_args']['linear-backend'] == 'marlin'
@@ -209,7 +209,7 @@ def test_a_pinned_image_passes(image):
 @pytest.mark.rule("M3")
 @pytest.mark.parametrize('revision', ['main', 'refs/pr/1', '0123456789ab', 'F' * 40])
 def test_a_model_revision_that_is_no_commit_is_refused(revision):
-    # Issue 47: a profile names the commit it was reviewed at, never a branch or tag.
+    # A profile names the commit it was reviewed at, never a branch or tag.
     with pytest.raises(P.ProfileError, match=r'model.revision: must be a 40-digit commit of model.repo'):
         P.load('minimax-m27-nvfp4', _broken(lambda p: p['model'].update({'revision': revision})))
     commit = '0123456789abcdef0123456789abcdef01234567'

@@ -61,7 +61,7 @@ def test_mp_executor_renders_multinode_flags():
 
 @pytest.mark.rule("X1")
 def test_data_parallelism_renders_a_replica_per_node_that_meets_at_the_head():
-    # Issue 50: DP=3 with expert parallelism, vLLM's multi-node data parallelism (the API server and
+    # DP=3 with expert parallelism, vLLM's multi-node data parallelism (the API server and
     # the DP coordinator with rank 0, a headless engine on each other node), not --nnodes.
     prof = real('minimax-m27-nvfp4-dp3ep')
     argvs = [vllm_serve_argv(prof, head_ip='10.0.0.1', node_rank=rank, master_port=29501) for rank in range(3)]

@@ -96,7 +96,7 @@ def test_roce_down_is_flagged(fixture_path):
 
 
 def test_twins_on_their_own_subnets_are_both_hcas(fixture_path, tmp_path):
-    # Issue 26: cluster_link's pair mode gives each twin its own subnet; NCCL_IB_HCA lists every
+    # Cluster_link's pair mode gives each twin its own subnet; NCCL_IB_HCA lists every
     # ACTIVE twin with a RoCE v2 IPv4 GID, not only the one in the cluster subnet (98 -> 161 Gb/s
     # in a field report going from one HCA to both).
     import json

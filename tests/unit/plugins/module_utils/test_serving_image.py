@@ -1,4 +1,4 @@
-"""Planner of role serving_image (issue 17): the source node, a pull only where nobody has the
+"""Planner of role serving_image: the source node, a pull only where nobody has the
 image, copies only to nodes that lack it or hold a different ID, refusals before anything changes."""
 import pytest
 
@@ -152,7 +152,7 @@ def test_docker_major():
     assert si.docker_major('20.10.24+dfsg1') == 20 and si.docker_major('') == 0
 
 
-# Issue 29: a copy leaves out the layers a target holds already. Diff IDs and chain IDs of an image
+# A copy leaves out the layers a target holds already. Diff IDs and chain IDs of an image
 # built on this project's machine (Docker 20.10), as its layer store keeps them
 # (/var/lib/docker/image/overlay2/layerdb/sha256/<chain ID>/diff).
 DIFF_IDS = ['sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',

@@ -48,7 +48,7 @@ def test_another_launch_starts_with_the_whole_budget_and_the_same_launch_keeps_i
     spent = {"launch_id": "a", "status": w.OUT_OF_BUDGET, "recoveries": [1.0, 2.0], "failures": 3,
              "recoveries_total": 5}
     assert w.state_for_launch(spent, "a") == spent  # the same launch: spent stays spent
-    fresh = w.state_for_launch(spent, "b")  # e.g. the executor switched (issue 50)
+    fresh = w.state_for_launch(spent, "b")  # e.g. the executor switched
     assert (fresh["status"], fresh["recoveries"], fresh["failures"]) == (w.SERVING, [], 0)
     assert fresh["recoveries_total"] == 5 and spent["recoveries"] == [1.0, 2.0]
     assert w.state_for_launch({}, "a") == {"status": w.SERVING, "recoveries": [], "failures": 0}
@@ -101,7 +101,7 @@ def simulated_day(max_per_day, pause_s, recovery_s=1500, interval_s=60):
 @pytest.mark.rule("O4")
 def test_a_day_of_recoveries_that_never_serve_again_is_bounded():
     # The hourly window alone: a 25-minute recovery never spends it, the engine is hard-restarted
-    # all day (issue 47: 43-69 a day, as its own logic has it).
+    # all day (43-69 a day, as its own logic has it).
     unbounded, state = simulated_day(None, 0)
     assert len(unbounded) > 40 and state != w.OUT_OF_BUDGET
     recoveries, state = simulated_day(6, 300)
@@ -133,7 +133,7 @@ def test_the_state_keeps_only_the_recoveries_the_budget_counts():
     (w.OUT_OF_BUDGET, "ok", 0, 3, ("none", w.OUT_OF_BUDGET)),
     # A wrong answer is not restarted: the same launch answers the same.
     (w.SERVING, "wrong", 5, 3, ("none", w.WRONG_ANSWER)),
-    # And stays reported wrong: the probe that follows asks for tokens only (issue 47).
+    # And stays reported wrong: the probe that follows asks for tokens only.
     (w.WRONG_ANSWER, "ok", 0, 3, ("none", w.WRONG_ANSWER)),
     (w.WRONG_ANSWER, "down", 4, 3, ("none", w.WRONG_ANSWER)),
     # A leaked node handed over to recover.yml: no relaunch until an operator's run serves again.

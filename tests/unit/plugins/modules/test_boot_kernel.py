@@ -1,6 +1,6 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Module boot_kernel on file trees laid out as a node's / (rule H1, issue 27)."""
+"""Module boot_kernel on file trees laid out as a node's / (rule H1)."""
 
 import pytest
 import shutil

@@ -310,7 +310,7 @@ def test_a_rank_whose_container_dies_under_it_leaks_until_a_reboot(kit, ledger, 
 
 @pytest.mark.rule("H1")
 def test_a_kernel_update_without_modules_boots_a_node_without_its_gpu(kit, run_module):
-    # Rule H1, issue 27: the kit's node runs a kernel with the driver's modules; an update installs
+    # Rule H1: the kit's node runs a kernel with the driver's modules; an update installs
     # a newer kernel that DKMS built nothing for. boot_kernel names it before the reboot; booted
     # anyway, nvidia-smi and the CUDA probe fail as on a Spark without its driver loaded.
     from ansible_collections.gb10.serving.plugins.modules import boot_kernel

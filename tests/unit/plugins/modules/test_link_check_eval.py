@@ -77,7 +77,7 @@ def test_a_failed_tcp_reference_is_returned(run_module):
 
 
 def test_a_pair_at_half_its_rate_is_refused_with_both_figures(run_module):
-    # Issue 26: one twin of the pair carrying everything gave 98 Gb/s busbw in a field report, both
+    # One twin of the pair carrying everything gave 98 Gb/s busbw in a field report, both
     # 161. Both pass the fixed RoCE floor of 50; against 0.6 of the pair's 200 Gb/s only the second.
     def busbw_line(gbit):
         return probe_line(backend='gloo', seconds_per_iter=(1 << 30) * 8 / (gbit * 1e9))

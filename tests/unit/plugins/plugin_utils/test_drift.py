@@ -53,7 +53,7 @@ def test_a_false_condition_is_drift_answered_as_changed_never_failed():
 
 
 def test_a_roles_drift_check_is_named_as_drift_yml_named_it():
-    # Issue 28: the checks moved from playbooks/drift.yml into the roles' drift entry points; a
+    # The checks moved from playbooks/drift.yml into the roles' drift entry points; a
     # finding names them as before, without the role Ansible puts first. Any other task of a role
     # (a role step run in check mode) keeps the role in its name.
     root = '/home/u/.ansible/collections/ansible_collections/gb10/serving/roles/'
@@ -90,7 +90,7 @@ def test_findings_name_host_rule_and_a_fix_that_runs():
     assert by_rule[('spark2', 'H2')]['summary'].endswith('is back')
     assert by_rule[('spark2', 'N1')]['summary'] == '/etc/gb10/nccl.env: NCCL_DEBUG=INFO is set'
     # H2 reboots the node: the whole cluster's deploy, with the profile, no --limit, no --check,
-    # every step (issue 29: not skipped where the node still matches its converged stamp).
+    # every step (not skipped where the node still matches its converged stamp).
     assert by_rule[('spark2', 'H2')]['fix'] == (
         'ansible-playbook playbooks/deploy.yml -i /repo/inventory/sparks.ini -e gb10_profile=minimax-m27-nvfp4 '
         '-e gb10_converge=full')
