@@ -9,7 +9,7 @@
          the same cluster addresses in the same run.
   no-op  the same deploy again at once; changed must be 0. The cluster is as the cold run left
          it, so the run skips every step up to the kept engine's smoke test (playbooks/
-         converged.yml).
+         01_converged.yml).
   no-op, every step   the same with -e gb10_converge=full: every role's tasks meet the serving
          cluster again (what a no-op cost before the converged check, and what any re-run costs where one
          node differs from its stamp).

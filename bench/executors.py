@@ -4,7 +4,7 @@
 and vLLM's own multi-node executor (mp, X1-X3), on the simulated 2-Spark cluster
 (tests/sim/cluster.py), through ansible-runner. For each executor, in turn:
 
-  launch       playbooks/launch.yml with gb10_executor=<executor> on the serving cluster: the
+  launch       playbooks/steps/10_launch.yml with gb10_executor=<executor> on the serving cluster: the
                switch takes the clean path (the other executor's engine stopped first); wall time
                of the launch and the engine's own start-up (the task "Wait for /health").
   idle, no engine   the engine stopped (every rank, SIGTERM first): what the serving containers
@@ -29,7 +29,7 @@ from bench.hosts import TOP
 from bench.runner import run_playbook
 
 PLAYBOOK, INVENTORY, PROFILE = 'playbooks/deploy-m27.yml', 'inventory/sim.ini', 'minimax-m27-nvfp4'
-LAUNCH = os.path.join(TOP, 'playbooks', 'launch.yml')
+LAUNCH = os.path.join(TOP, 'playbooks', 'steps', '10_launch.yml')
 ENGINE_TASK = 'Wait for /health, showing progress (V7)'
 CONTAINERS = {'ray': ('gb10-ray-head', 'gb10-ray-worker'), 'mp': ('gb10-vllm-head', 'gb10-vllm-worker')}
 CONTROL = os.path.join(TOP, 'roles', 'vllm_serve', 'files', 'engine_control.sh')

@@ -4,7 +4,7 @@
 simulated 2-Spark cluster (tests/sim/cluster.py), through ansible-runner:
 
   setup  the deploy (playbooks/deploy-m27.yml) when the cluster does not serve, then the launch step
-         (playbooks/launch.yml) with the watchdog on, sized as the e2e case sizes it: a probe every
+         (playbooks/steps/10_launch.yml) with the watchdog on, sized as the e2e case sizes it: a probe every
          --interval s, a hang after --deadline s without a token, one failed probe enough, a
          budget of --repeat + 1 recoveries.
   hang   --repeat times: SIGSTOP of the worker's rank (its Ray engine process); detection is the
@@ -41,7 +41,7 @@ from bench.runner import run_playbook
 pytestmark = pytest.mark.rule("O5")
 
 PLAYBOOK, INVENTORY, PROFILE = 'playbooks/deploy-m27.yml', 'inventory/sim.ini', 'minimax-m27-nvfp4'
-LAUNCH = os.path.join(TOP, 'playbooks', 'launch.yml')
+LAUNCH = os.path.join(TOP, 'playbooks', 'steps', '10_launch.yml')
 STATE = '/var/lib/gb10/watchdog/state.json'  # watchdog_dir's default
 
 

@@ -64,7 +64,7 @@ options:
   host_prep_playbook:
     description:
       - Playbook named, with C(--limit) on the drifted host, in the fix command for H1 and N1-N6.
-      - Empty means C(host-prep.yml) next to the drift playbook (C(gb10.serving.host_prep) by FQCN).
+      - Empty means C(steps/04_host_prep.yml) next to the drift playbook (C(gb10.serving.steps.04_host_prep) by FQCN).
     default: ''
     type: str
     env:

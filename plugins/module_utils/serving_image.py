@@ -205,7 +205,7 @@ def plan(image, nodes, source='', pull='auto', build_recipe='', group='gb10_clus
             if not by_host[host]['gate_load']:
                 problems.append('host %s: its cluster-key gate (%s) is missing, so %s cannot stream %s into its '
                                 '`docker load`. Fix: run role gb10.serving.cluster_link there first '
-                                '(cluster_link_ssh_trust: true; playbooks/cluster_link.yml).' % (host, GATE, src, image))
+                                '(cluster_link_ssh_trust: true; playbooks/steps/03_cluster_link.yml).' % (host, GATE, src, image))
         result['targets_ip'] = dict((h, by_host[src]['link_ips'].get(h) or by_host[h]['cluster_ip'])
                                     for h in result['targets'])
         result['targets_layers'] = dict((h, layers_held(by_host[src]['layers'], by_host[h]['images_layers'])

@@ -189,13 +189,14 @@ def left_out_note(left_out):
 
 
 def sibling_playbook(playbook, name):
-    """The playbook `name` next to `playbook`: a path keeps its folder and extension, an FQCN
-    (gb10.serving.drift) its namespace (name with underscores)."""
+    """The playbook `name` (a step under steps/ too) next to `playbook`: a path keeps its folder
+    and extension, an FQCN (gb10.serving.drift) its namespace (a folder as a dot, a dash as an
+    underscore)."""
     playbook = str(playbook or '')
     if '/' in playbook or playbook.endswith(('.yml', '.yaml')):
         folder, unused, base = playbook.rpartition('/')
         ext = '.yaml' if base.endswith('.yaml') else '.yml'
         return ('%s/%s%s' % (folder, name, ext)) if folder else '%s%s' % (name, ext)
     if playbook.count('.') >= 2:
-        return '%s.%s' % (playbook.rsplit('.', 1)[0], name.replace('-', '_'))
+        return '%s.%s' % (playbook.rsplit('.', 1)[0], name.replace('-', '_').replace('/', '.'))
     return 'playbooks/%s.yml' % name

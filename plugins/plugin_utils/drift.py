@@ -83,7 +83,7 @@ def fix_command(rule, host, cliargs=None, deploy_playbook='', host_prep_playbook
         playbook = recover_playbook or sibling_playbook(drift_playbook, 'recover')
         return playbook_command(cliargs, [playbook], limit=None)
     if kind == 'host_prep':
-        playbook = host_prep_playbook or sibling_playbook(drift_playbook, 'host-prep')
+        playbook = host_prep_playbook or sibling_playbook(drift_playbook, 'steps/04_host_prep')
         return playbook_command(cliargs, [playbook], limit=host)
     playbook = deploy_playbook or sibling_playbook(drift_playbook, 'deploy')
     command, left_out = playbook_command(cliargs, [playbook], limit=None)

@@ -22,7 +22,7 @@ PLAYBOOK = "playbooks/deploy-m27.yml"
 PROFILE = "minimax-m27-nvfp4"  # what deploy-m27.yml deploys
 # deploy.yml's last step alone: recover leaks before a new launch, Ray, engine, smoke
 # test, summary. Fault cases of the launch re-run only this step; it needs the profile passed.
-LAUNCH = "playbooks/launch.yml"
+LAUNCH = "playbooks/steps/10_launch.yml"
 # The known-answer check of every launch (roles/vllm_serve, rule V8) and what the simulation's
 # tiny model answers at any TP: the overlay's expectation (a unit test ties it to
 # tests/sim/model/make_tiny_model.py's KNOWN_ANSWER), read here rather than written a third time.
@@ -49,7 +49,7 @@ CONTAINER_STOP_TASK = "Stop serving containers, keeping them for their logs (H4 
 # a container's stop or kill left held.
 LEDGER = "/var/log/gb10-gpu-ledger.log"
 SUMMARY_TASK = "Show the endpoint"
-# playbooks/converged.yml: what the deploy does this run.
+# playbooks/steps/01_converged.yml: what the deploy does this run.
 CONVERGED_TASK = "Say what the run does"
 DRIFT = "playbooks/drift.yml"
 VERDICT = "Fail every host where a check found drift"

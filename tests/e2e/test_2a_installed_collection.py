@@ -6,7 +6,7 @@ collections path, and `ansible-playbook gb10.serving.deploy_m27 -i inventory/sim
 inventory's sim-cpu overlay) run from a folder outside the checkout, with a user's own ansible.cfg
 and nothing of the checkout on the collections path, right after the checkout's first deploy
 (test_2_deploy.py). The run follows a hand edit of a file the deploy writes on one node (a line added to the worker's
-env file): that node no longer matches its stamp, so every step runs (converged.yml names the file),
+env file): that node no longer matches its stamp, so every step runs (01_converged.yml names the file),
 every role's tasks meet the serving cluster again, and the run comes to the same result: every
 play runs from the installed copy, nothing fails, the one change is the file written back, the
 link is not measured again under the serving engine, the same Ray containers and the same engine
@@ -15,7 +15,7 @@ process, and the run writes nothing inside the installed collection. One run is 
 hand-edit case).
 
 Then the re-run a user gets next: the cluster is as that full run left it, so the
-deploy skips every step up to the kept engine's smoke test (converged.yml); no role but the API
+deploy skips every step up to the kept engine's smoke test (01_converged.yml); no role but the API
 key, the gateway's endpoint and the engine's runs, nothing changes, the same engine still answers.
 """
 

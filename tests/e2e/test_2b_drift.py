@@ -228,7 +228,7 @@ def test_the_printed_drift_fix_runs_when_pasted(serving, tmp_path):
         # What the summary printed is what the report holds; host prep on that node alone.
         assert "-- fix: %s" % finding["fix"] in found.stdout
         argv = shlex.split(finding["fix"])
-        assert argv[:2] == ["ansible-playbook", "playbooks/host-prep.yml"], argv
+        assert argv[:2] == ["ansible-playbook", "playbooks/steps/04_host_prep.yml"], argv
         assert argv[argv.index("--limit") + 1] == worker and "--check" not in argv
 
         engine_before = engine_process(sim_cluster.head)

@@ -19,7 +19,7 @@ cluster, the way it goes on a Spark whose cluster link loses its addresses:
   it before Ray and the containers (H4), so the head leaks nothing: stopping the head's container
   first would leak the head too, and reboot it;
 - recover.yml ends saying the cluster does not serve, with the launch step of the profile that
-  served; that command, pasted as printed (playbooks/launch.yml, deploy.yml's last step
+  served; that command, pasted as printed (playbooks/steps/10_launch.yml, deploy.yml's last step
   alone), brings the cluster back and it answers a chat request again: a reboot keeps what the
   steps before it configured (the link's netplan file, the env file, the image), so only Ray and
   the engine are missing (a fault test re-runs only the step it needs);
@@ -214,7 +214,7 @@ def test_a_returned_modprobe_override_is_removed_without_rebooting_the_serving_w
     fixed = run_playbook(PLAYBOOK, serving.inventory, timeout=3000)
 
     assert_succeeded(fixed, serving.hosts)
-    # The returned file is what made this re-run a full one (converged.yml names it).
+    # The returned file is what made this re-run a full one (01_converged.yml names it).
     said = fixed.results_by_host(task=CONVERGED_TASK)[head]["msg"]
     assert "%s: files %s: new" % (worker, override) in said, said
     done = [(e["event_data"].get("task"), e["event_data"].get("host")) for e in fixed.events

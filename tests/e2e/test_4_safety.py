@@ -68,7 +68,7 @@ from .helpers import (CONTAINER_STOP_TASK, DRIFT, ENGINE_STOP_TASK, HEAD, engine
 pytestmark = pytest.mark.rule("H4", "H9")
 
 SYNC_PLAY = "Sync the model over the cluster link (M3)"
-GATEWAY = "playbooks/api_gateway.yml"
+GATEWAY = "playbooks/steps/09_api_gateway.yml"
 LINK_TASK = "Refuse a slow or wrong wire, naming every node (N5)"
 WAIT_TASK = "Wait for /health, showing progress (V7)"
 CLIENT_IP = sim.CLIENT[1]  # the client machine of tests/sim/cluster.py
@@ -366,9 +366,9 @@ def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager,
         # order): host prep writes the env file for the wrong wire, then the link is measured.
         # The steps before (cluster link, image) change nothing the measurement reads.
         wrong = {"gb10_profile": PROFILE, "gb10_nccl_transport": "socket", "nccl_env_use_roce_facts": False}
-        assert_succeeded(run_playbook("playbooks/host_prep.yml", inventory, timeout=900, extravars=wrong),
+        assert_succeeded(run_playbook("playbooks/steps/04_host_prep.yml", inventory, timeout=900, extravars=wrong),
                          sim_cluster.hosts)
-        result = run_playbook("playbooks/link_measure.yml", inventory, timeout=900, extravars=wrong)
+        result = run_playbook("playbooks/steps/07_link_measure.yml", inventory, timeout=900, extravars=wrong)
 
     assert result.status == "failed", result
     failed = dict(((h, t), m) for h, t, m in result.failures())
@@ -390,7 +390,7 @@ def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager,
 
     # What the wrong inventory changed before the link check, host prep's env file and firewall,
     # goes back with the right inventory, and the engine that kept serving is not touched (O2).
-    assert_succeeded(run_playbook("playbooks/host_prep.yml", sim_cluster.inventory, timeout=900,
+    assert_succeeded(run_playbook("playbooks/steps/04_host_prep.yml", sim_cluster.inventory, timeout=900,
                                   extravars={"gb10_profile": PROFILE}), sim_cluster.hosts)
     assert {host: on_host(host, "cat", "/etc/gb10/nccl.env") for host in sim_cluster.hosts} == env_before
     assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
@@ -410,7 +410,7 @@ def test_a_pair_running_at_one_twins_rate_is_refused_with_both_figures(sim_clust
         subprocess.run(["tc", "qdisc", "add", "dev", veth, "root", "tbf", "rate", "3gbit", "burst", "1mb",
                         "latency", "50ms"], check=True, timeout=30)
     try:
-        result = run_playbook("playbooks/link_measure.yml", sim_cluster.inventory, timeout=900,
+        result = run_playbook("playbooks/steps/07_link_measure.yml", sim_cluster.inventory, timeout=900,
                               extravars={"gb10_profile": PROFILE, "gb10_deploy_measure_link": True,
                                          "link_check_rated_share": {"roce": 0.6, "roce_ring": 0.6, "socket": 0},
                                          "link_check_twin_gbit": 3})
@@ -534,7 +534,7 @@ def test_an_unrecorded_host_key_is_refused_and_the_printed_step_records_it_with_
                                        "ansible_ssh_common_args": "-o UserKnownHostsFile=%s" % known,
                                        "gb10_known_hosts_file": str(known)}))
     inventory = os.path.relpath(sim_cluster.inventory, TOP)
-    command = "ansible-playbook playbooks/serving_state.yml -i %s -e gb10_profile=%s -e @%s" % (inventory, PROFILE, checked)
+    command = "ansible-playbook playbooks/steps/06_serving_state.yml -i %s -e gb10_profile=%s -e @%s" % (inventory, PROFILE, checked)
 
     # The step's first task on a node is on the head: it stops there, unreachable.
     refused = paste(command, env, timeout=300)
@@ -886,7 +886,7 @@ def test_a_cable_half_down_is_refused_as_half_the_link(sim_cluster, run_playbook
 
     cable_half("down")
     try:
-        result = run_playbook("playbooks/host_prep.yml", sim_cluster.inventory, timeout=900,
+        result = run_playbook("playbooks/steps/04_host_prep.yml", sim_cluster.inventory, timeout=900,
                               extravars={"gb10_profile": PROFILE})
         # drift.yml, as the CI job runs it, names the same port on each host under N5 and still
         # runs the host's other checks (the Ray containers' among them), which find nothing else.
@@ -905,7 +905,7 @@ def test_a_cable_half_down_is_refused_as_half_the_link(sim_cluster, run_playbook
     ports = finding_messages(drifted, PORTS_CHECK)
     assert all("its port is 1: DOWN, not ACTIVE" in ports[host] for host in sim_cluster.hosts), ports
     assert set(drifted.results_by_host(task=RAY_CHECK)) == set(sim_cluster.hosts), drifted
-    assert_succeeded(run_playbook("playbooks/host_prep.yml", sim_cluster.inventory, timeout=900,
+    assert_succeeded(run_playbook("playbooks/steps/04_host_prep.yml", sim_cluster.inventory, timeout=900,
                                   extravars={"gb10_profile": PROFILE}), sim_cluster.hosts)
 
 

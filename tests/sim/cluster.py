@@ -76,7 +76,7 @@ TWIN_PORT = "enP2p1s0f1np1"
 # The CX7 link runs at MTU 9000 (role cluster_link's default): the cable must carry it.
 LINK_MTU = "9000"
 # The 3-Spark cluster is a mesh, cabled as NVIDIA's and the community's three-Spark guides cable it
-#: no switch, port 0 of each node to port 1 of the next, each cable's two twins on a
+# No switch, port 0 of each node to port 1 of the next, each cable's two twins on a
 # network of their own (a subnet per cable half, rule N6, role cluster_link mode mesh); the nodes
 # coordinate (Ray, Gloo, rank 0's address) over the 10 GbE RJ-45 port enP7s7 on a LAN of its own,
 # as seed 004's cluster did, while NCCL's data takes the CX7 mesh. inventory/group_vars/

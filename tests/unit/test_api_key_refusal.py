@@ -95,10 +95,10 @@ def test_a_good_or_absent_key_passes_and_the_run_goes_on(tmp_path, extravars):
     assert started(runner).index("Resolve the profile once, with this inventory's overlay (M1)") > started(runner).index(CHECK)
 
 
-@pytest.mark.parametrize('playbook', ['deploy.yml', 'preflight.yml', 'launch.yml'])
+@pytest.mark.parametrize('playbook', ['deploy.yml', 'steps/02_preflight.yml', 'steps/10_launch.yml'])
 def test_the_deploy_refuses_an_engine_it_does_not_launch(tmp_path, playbook):
     # gb10_engine=sglang passed preflight's SGLang checks and then deployed vLLM all the same
-    #: each entry point of the deploy refuses it in its first play, no host contacted.
+    # each entry point of the deploy refuses it in its first play, no host contacted.
     runner = deploy(tmp_path, {'gb10_engine': 'sglang'}, playbook=playbook)
 
     assert runner.status == 'failed'

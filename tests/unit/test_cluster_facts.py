@@ -115,7 +115,7 @@ def test_every_play_that_reads_the_cluster_imports_it():
 
 
 # What the roles write at run time rather than configure (the converged_state count): each
-# changes while the cluster serves, so the converged read (playbooks/tasks/converged_state.yml)
+# changes while the cluster serves, so the converged read (playbooks/steps/tasks/converged_state.yml)
 # must not fingerprint it, or no re-run would ever be converged.
 RUNTIME_STATE = {
     'firewall_listing_file': 'the kernel listing recorded after each load',
@@ -132,7 +132,7 @@ RUNTIME_STATE = {
 
 
 def test_every_path_a_role_configures_on_a_node_is_read_by_the_converged_check():
-    with open(os.path.join(TOP, 'playbooks', 'tasks', 'converged_state.yml')) as f:
+    with open(os.path.join(TOP, 'playbooks', 'steps', 'tasks', 'converged_state.yml')) as f:
         read = yaml.safe_load(f)[0]['gb10.serving.converged_state']['files']
     unread = []
     for path in _files('roles/*/defaults/main.yml'):

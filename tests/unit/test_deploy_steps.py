@@ -2,10 +2,10 @@
 profile is looked up in one place (role gb10.serving.cluster, entry point context).
 
 The structure is read from the YAML; the behaviour of a step run alone is shown by running
-launch.yml for real through ansible-runner against an SSH address where nothing listens (loopback,
+10_launch.yml for real through ansible-runner against an SSH address where nothing listens (loopback,
 port 1): its first task, the API key check, runs on the controller, so a weak key is refused
-before any host is contacted, as preflight.yml does within the whole deploy. The e2e suite runs
-launch.yml alone on the simulated cluster (the not-ready and worker-killed cases) and deploy.yml
+before any host is contacted, as 02_preflight.yml does within the whole deploy. The e2e suite runs
+10_launch.yml alone on the simulated cluster (the not-ready and worker-killed cases) and deploy.yml
 as a whole.
 """
 import pytest
@@ -21,13 +21,16 @@ pytestmark = pytest.mark.rule("M1")
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOKS = os.path.join(TOP, 'playbooks')
-STEPS = ['converged.yml', 'preflight.yml', 'cluster_link.yml', 'host_prep.yml', 'serving_image.yml',
-         'serving_state.yml', 'link_measure.yml', 'model_sync.yml', 'launch.yml', 'converged_stamp.yml']
+# The steps in the order they run: the folder's listing (09_api_gateway.yml is 10_launch.yml's first part).
+STEPS = ['steps/' + name for name in ('01_converged.yml', '02_preflight.yml', '03_cluster_link.yml', '04_host_prep.yml',
+                                      '05_serving_image.yml', '06_serving_state.yml', '07_link_measure.yml',
+                                      '08_model_sync.yml', '10_launch.yml', '11_converged_stamp.yml')]
 # On a converged cluster these steps' plays end before their first task; link_measure
 # says why it does not measure, the launch's last plays run the kept engine's smoke test and the
 # summary.
-ENDED_WHEN_CONVERGED = ['preflight.yml', 'cluster_link.yml', 'host_prep.yml', 'serving_image.yml',
-                        'serving_state.yml', 'model_sync.yml', 'api_gateway.yml', 'launch.yml']
+ENDED_WHEN_CONVERGED = ['steps/' + name for name in ('02_preflight.yml', '03_cluster_link.yml', '04_host_prep.yml',
+                                                     '05_serving_image.yml', '06_serving_state.yml', '08_model_sync.yml',
+                                                     '09_api_gateway.yml', '10_launch.yml')]
 CONTEXT = {'name': 'gb10.serving.cluster', 'tasks_from': 'context'}
 
 
@@ -47,14 +50,17 @@ def test_deploy_is_the_chain_of_steps_in_runbook_order():
     assert [e['ansible.builtin.import_playbook'] for e in entries] == STEPS
     for step in STEPS:
         assert os.path.isfile(os.path.join(PLAYBOOKS, step)), step
+    # Entry points at the top, the steps in their own folder, listed in the order they run.
+    listed = sorted(n for n in os.listdir(os.path.join(PLAYBOOKS, 'steps')) if n.endswith('.yml'))
+    assert [n for n in listed if n != '09_api_gateway.yml'] == [s.split('/')[1] for s in STEPS], listed
 
 
 def test_the_steps_a_converged_cluster_skips_end_before_their_first_task():
     for step in ENDED_WHEN_CONVERGED:
-        # launch.yml starts by importing api_gateway.yml, which is checked as a step of its own.
+        # 10_launch.yml starts by importing 09_api_gateway.yml, which is checked as a step of its own.
         plays = [play for play in load(step) if 'ansible.builtin.import_playbook' not in play]
-        # launch.yml: the engine check, leak recovery and the page cache drop; the Ray/engine play runs the smoke test.
-        for play in plays[:3] if step == "launch.yml" else plays:
+        # 10_launch.yml: the engine check, leak recovery and the page cache drop; the Ray/engine play runs the smoke test.
+        for play in plays[:3] if step == "steps/10_launch.yml" else plays:
             first = play_tasks(play)[0]
             assert first.get('ansible.builtin.meta') == 'end_play', (step, play['name'], first)
             assert first.get('when') == 'gb10_deploy_converged', (step, play['name'])
@@ -94,7 +100,7 @@ def test_every_role_that_takes_a_profile_gets_the_resolved_one():
     takes = {'gb10.serving.preflight': 'preflight_profile', 'gb10.serving.vllm_serve': 'vllm_serve_profile',
              'gb10.serving.ray_cluster': 'ray_cluster_profile'}
     seen = []
-    for path in glob.glob(os.path.join(PLAYBOOKS, '*.yml')):
+    for path in glob.glob(os.path.join(PLAYBOOKS, '*.yml')) + glob.glob(os.path.join(PLAYBOOKS, 'steps', '*.yml')):
         with open(path) as f:
             plays = yaml.safe_load(f) or []
         for play in plays:
@@ -108,8 +114,8 @@ def test_every_role_that_takes_a_profile_gets_the_resolved_one():
                     seen.append((os.path.basename(path), include['name']))
                     given = str((task.get('vars') or {}).get(takes[include['name']], ''))
                     assert 'gb10_deploy_profile' in given, (path, include['name'], given)
-    assert {('preflight.yml', 'gb10.serving.preflight'), ('launch.yml', 'gb10.serving.ray_cluster'),
-            ('launch.yml', 'gb10.serving.vllm_serve')} <= set(seen), seen
+    assert {('02_preflight.yml', 'gb10.serving.preflight'), ('10_launch.yml', 'gb10.serving.ray_cluster'),
+            ('10_launch.yml', 'gb10.serving.vllm_serve')} <= set(seen), seen
 
 
 def test_launch_alone_refuses_a_weak_key_before_contacting_any_host(tmp_path):
@@ -118,7 +124,7 @@ def test_launch_alone_refuses_a_weak_key_before_contacting_any_host(tmp_path):
                          'ansible_python_interpreter=/usr/bin/python3 gb10_cluster_ip=10.0.0.1\n')
     (tmp_path / 'runner').mkdir()
     runner = ansible_runner.run(
-        private_data_dir=str(tmp_path / 'runner'), playbook=os.path.join(PLAYBOOKS, 'launch.yml'),
+        private_data_dir=str(tmp_path / 'runner'), playbook=os.path.join(PLAYBOOKS, 'steps', '10_launch.yml'),
         inventory=str(inventory), quiet=True, timeout=300,
         extravars={'gb10_profile': 'minimax-m27-nvfp4', 'gb10_api_key': 'kY#',
                    'api_key_file': str(tmp_path / 'keys' / 'spark1.api-key')},

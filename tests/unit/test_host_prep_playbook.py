@@ -1,4 +1,4 @@
-"""playbooks/host-prep.yml (drift.yml's fix for H1 and N1-N6 on one node) refuses to run without a
+"""playbooks/steps/04_host_prep.yml (drift.yml's fix for H1 and N1-N6 on one node) refuses to run without a
 profile, naming it, and the next step printed is the user's own command."""
 import pytest
 import os
@@ -17,11 +17,11 @@ def test_host_prep_without_a_profile_names_it_and_the_users_command(tmp_path):
                ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / 'facts'))
     inventory = str(tmp_path / 'hosts.ini')
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'),
-                           'playbooks/host-prep.yml', '-i', inventory, '--limit', 'spark1',
+                           'playbooks/steps/04_host_prep.yml', '-i', inventory, '--limit', 'spark1',
                            '-e', 'ansible_python_interpreter=' + sys.executable],
                           cwd=TOP, env=env, capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode != 0
     assert 'gb10_profile is not set and spark1 records no launch that served' in proc.stdout, proc.stdout
     assert 'pass -e gb10_profile=' in proc.stdout, proc.stdout
-    assert ('fix what the message names, then run `ansible-playbook playbooks/host-prep.yml -i %s '
+    assert ('fix what the message names, then run `ansible-playbook playbooks/steps/04_host_prep.yml -i %s '
             '-e ansible_python_interpreter=%s --limit spark1` again' % (inventory, sys.executable)) in proc.stdout

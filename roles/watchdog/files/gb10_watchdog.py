@@ -143,7 +143,7 @@ class Leaked(Exception):
     def __init__(self, names, memory, why):
         super().__init__(
             "%s (rule H4; the unified_memory module's verdict, read from each node's metrics exporter): %s. "
-            "playbooks/recover.yml reboots only the leaked nodes, then the deploy (or playbooks/launch.yml) "
+            "playbooks/recover.yml reboots only the leaked nodes, then the deploy (or playbooks/steps/10_launch.yml) "
             "serves again; drift.yml's report gives both commands for this inventory. Until then the "
             "watchdog only watches."
             % ("; ".join("%s has %s GiB of unified memory unaccounted (threshold %s GiB)"
@@ -518,7 +518,7 @@ class Watchdog:
             time.sleep(3)
         raise RuntimeError(
             "after %s s (nodes_timeout_s) %s: each node must be up, its %s container running (`docker ps -a` "
-            "there) and the cluster link between it and the head up; the deploy (playbooks/launch.yml) starts "
+            "there) and the cluster link between it and the head up; the deploy (playbooks/steps/10_launch.yml) starts "
             "what is down" % (self.config["nodes_timeout_s"],
                               "the head container %s is not running" % self.config["container"] if alive is None
                               else ("no serving container answers on " if mp else "Ray does not show ") + ", ".join(missing),

@@ -101,7 +101,7 @@ def test_check_run_reports_drift_per_rule(tmp_path):
     # the host-prep fix (N1), the configured deploy playbook on every host for H2.
     common = '-i spark1, -e ansible_python_interpreter=%s -e env_file=%s -c local' % (
         sys.executable, tmp_path / 'nccl.env')
-    assert fixes['N1'] == 'ansible-playbook %s %s --limit spark1' % (tmp_path / 'host-prep.yml', common)
+    assert fixes['N1'] == 'ansible-playbook %s %s --limit spark1' % (tmp_path / 'steps' / '04_host_prep.yml', common)
     assert fixes['H2'].startswith('ansible-playbook playbooks/deploy-m27.yml -i spark1, ')
     assert '--check' not in fixes['H2'] and '--limit' not in fixes['H2']
     assert fixes['N1'] in proc.stdout and fixes['H2'] in proc.stdout

@@ -48,8 +48,8 @@ def test_run_options_are_repeated_only_when_asked():
                 remote_user='ops')
     again, unused = playbook_command(args, run_options=True)
     assert again.endswith('-u ops --vault-id prod@prompt --limit spark1 --tags x --check --diff')
-    fix, unused = playbook_command(args, ['playbooks/host-prep.yml'], limit='spark2')
-    assert fix == ('ansible-playbook playbooks/host-prep.yml -i /work/inventory/sparks.ini '
+    fix, unused = playbook_command(args, ['playbooks/steps/04_host_prep.yml'], limit='spark2')
+    assert fix == ('ansible-playbook playbooks/steps/04_host_prep.yml -i /work/inventory/sparks.ini '
                    '-e gb10_profile=minimax-m27-nvfp4 -u ops --vault-id prod@prompt --limit spark2')
 
 
@@ -71,7 +71,7 @@ def test_secret_names():
 
 
 def test_sibling_playbooks():
-    assert sibling_playbook('playbooks/drift.yml', 'host-prep') == 'playbooks/host-prep.yml'
+    assert sibling_playbook('playbooks/drift.yml', 'steps/04_host_prep') == 'playbooks/steps/04_host_prep.yml'
     assert sibling_playbook('/abs/playbooks/drift.yml', 'deploy') == '/abs/playbooks/deploy.yml'
     assert sibling_playbook('drift.yml', 'recover') == 'recover.yml'
-    assert sibling_playbook('gb10.serving.drift', 'host-prep') == 'gb10.serving.host_prep'
+    assert sibling_playbook('gb10.serving.drift', 'steps/04_host_prep') == 'gb10.serving.steps.04_host_prep'

@@ -96,7 +96,7 @@ def test_findings_name_host_rule_and_a_fix_that_runs():
         '-e gb10_converge=full')
     # The env file is host prep only: that node alone.
     assert by_rule[('spark2', 'N1')]['fix'] == (
-        'ansible-playbook playbooks/host-prep.yml -i /repo/inventory/sparks.ini '
+        'ansible-playbook playbooks/steps/04_host_prep.yml -i /repo/inventory/sparks.ini '
         '-e gb10_profile=minimax-m27-nvfp4 --limit spark2')
     assert by_rule[('spark1', 'H4')]['fix'] == \
         'ansible-playbook playbooks/recover.yml -i /repo/inventory/sparks.ini -e gb10_profile=minimax-m27-nvfp4'
@@ -120,7 +120,7 @@ def test_configured_playbooks_and_secrets():
     assert r.as_dict()['findings'][0]['fix_left_out'] == ['gb10_api_key']
     assert any('-e gb10_api_key=...' in line for line in r.summary_lines())
     fix, unused = fix_command('N3', 'spark2', dict(CLIARGS, args=('gb10.serving.drift',)))
-    assert shlex.split(fix)[1] == 'gb10.serving.host_prep'
+    assert shlex.split(fix)[1] == 'gb10.serving.steps.04_host_prep'
 
 
 def test_junit_has_one_case_per_host_and_rule():
