@@ -64,6 +64,18 @@ options:
     description: A header line (C(ansible_managed)).
     type: str
     default: ''
+  engine_ports:
+    description:
+      - The keyless engine's ports on the node's loopback. An output chain resets the connection of every local
+        process whose user is not in O(engine_uids) (rule A1). Empty adds no output chain.
+    type: list
+    elements: int
+    default: []
+  engine_uids:
+    description: The user IDs that may connect to O(engine_ports) (root, 0, always).
+    type: list
+    elements: int
+    default: []
 '''
 
 EXAMPLES = r'''
@@ -88,10 +100,11 @@ from ansible_collections.gb10.serving.plugins.module_utils.firewall import Firew
 
 
 def _firewall_ruleset(cluster_ifaces, cluster_sources, ssh_port, api_port, api_sources, metrics_port=0,
-                      metrics_sources=None, open_tcp=None, managed=''):
+                      metrics_sources=None, open_tcp=None, managed='', engine_ports=None, engine_uids=None):
     try:
         return ruleset(cluster_ifaces, cluster_sources, ssh_port, api_port, api_sources, metrics_port=metrics_port,
-                       metrics_sources=metrics_sources or [], open_tcp=open_tcp or [], managed=managed)
+                       metrics_sources=metrics_sources or [], open_tcp=open_tcp or [], managed=managed,
+                       engine_ports=engine_ports or [], engine_uids=engine_uids or [])
     except FirewallError as exc:
         raise AnsibleFilterError('firewall_ruleset: %s' % to_native(exc))
 

@@ -109,14 +109,16 @@ def _from(ipv4, ipv6, match, prefix=''):
 
 
 def ruleset(cluster_ifaces, cluster_sources, ssh_port, api_port, api_sources,
-            metrics_port=0, metrics_sources=(), open_tcp=(), managed=''):
+            metrics_port=0, metrics_sources=(), open_tcp=(), managed='', engine_ports=(), engine_uids=()):
     """The whole nftables file for `nft -f`: the table replaced in one transaction.
 
     cluster_ifaces: the cluster link's interfaces; cluster_sources: the nodes' cluster addresses
     (traffic from them on those interfaces passes whole: Ray, NCCL/Gloo, the model copy).
     ssh_port, api_port: open to everyone (api_port to api_sources). metrics_port: open to
     metrics_sources (the controller among them), 0 for none. open_tcp: [{'port': N, 'sources':
-    [...]}] for services of the operator's own.
+    [...]}] for services of the operator's own. engine_ports: the keyless engine's ports on the
+    node's loopback, which only the processes of engine_uids (root, the gateway's user) may
+    connect to: an output chain resets every other local process's connection (A1).
     """
     ifaces = interfaces(cluster_ifaces, 'firewall_cluster_ifaces')
     if not ifaces:
@@ -163,5 +165,37 @@ def ruleset(cluster_ifaces, cluster_sources, ssh_port, api_port, api_sources,
         '\t\ttype filter hook input priority filter; policy drop;',
     ]
     lines += ['\t\t%s' % rule for rule in rules]
-    lines += ['\t}', '}']
+    lines += ['\t}']
+    lines += _engine_output(engine_ports, engine_uids)
+    lines += ['}']
     return '\n'.join(lines) + '\n'
+
+
+def _engine_output(engine_ports, engine_uids):
+    """The output chain that keeps the keyless engine to the gateway and root (rule A1): the engine
+    listens on the head's loopback with no key, so any local process (a desktop browser, a user's
+    script) could otherwise call every route, admin ones too. The gateway's nginx workers and root
+    (the collection's probes and the watchdog, which run as root in their containers) connect;
+    every other local process gets a TCP reset. Nothing when there is no engine port."""
+    ports = [port(p, 'firewall_engine_ports') for p in engine_ports or []]
+    if not ports:
+        return []
+    uids = []
+    for uid in engine_uids or []:
+        try:
+            number = int(str(uid), 10)
+        except ValueError:
+            number = -1
+        if not 0 <= number <= 4294967294:
+            raise FirewallError('firewall_engine_users: %r is not a user ID (0-4294967294)' % (uid,))
+        if number not in uids:
+            uids.append(number)
+    if 0 not in uids:
+        uids.insert(0, 0)
+    return [
+        '\tchain output {',
+        '\t\ttype filter hook output priority filter; policy accept;',
+        '\t\toifname "lo" tcp dport %s meta skuid != %s reject with tcp reset'
+        % (_set([str(p) for p in sorted(set(ports))]), _set([str(u) for u in uids])),
+        '\t}',
+    ]

@@ -288,6 +288,29 @@ def test_no_engine_route_answers_without_a_key_and_only_the_allowlisted_ones_wit
         codes[("/metrics", "get")]
 
 
+@pytest.mark.rule("A1")
+def test_a_local_process_on_the_head_other_than_root_or_the_gateway_cannot_reach_the_keyless_engine(
+        sim_cluster, serving):
+    # The engine listens on the head's loopback with no key: a process of any other user on the
+    # head (a browser on the Spark's desktop, a user's script) could call every route, admin ones
+    # too. The firewall's output chain resets it; root (the collection's probes, the watchdog) and
+    # the gateway's nginx workers (www-data) get through.
+    head = sim_cluster.head
+    url = "http://127.0.0.1:%d/v1/models" % PORT
+
+    def as_user(*user):
+        return subprocess.run(["docker", "exec", head] + list(user) + ["curl", "-sS", "-m", "20", "-o", "/dev/null",
+                                                                     "-w", "%{http_code}", url],
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    nobody = as_user("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+    # curl's 7: the connection was refused (the reset answers the SYN); nothing reached the engine.
+    assert nobody.returncode == 7 and nobody.stdout == "000", (nobody.returncode, nobody.stdout, nobody.stderr)
+    for user in ((), ("setpriv", "--reuid=www-data", "--regid=www-data", "--clear-groups")):
+        allowed = as_user(*user)
+        assert allowed.returncode == 0 and allowed.stdout == "200", (user, allowed.stdout, allowed.stderr)
+
+
 # ---- faults mid-run -------------------------------------------------------------------------
 
 # A second NIC per simulated Spark at the speed of a Spark's management NIC (1 GbE), on a network of

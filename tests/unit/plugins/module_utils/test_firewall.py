@@ -99,3 +99,20 @@ def test_families_are_split_and_an_ipv4_client_seen_over_ipv6_is_that_client():
     assert 'ip saddr 10.1.0.0/16 tcp dport 8443 accept' in rules(table)
     assert 'ip6 saddr fd00:1::/64 tcp dport 8443 accept' in rules(table)
     assert sorted(open_to_the_lan(table)) == [22, 8443, 9100, 9101]
+
+
+@pytest.mark.rule("A1")
+def test_only_root_and_the_gateways_user_reach_the_keyless_engine_on_loopback():
+    table = default_table(engine_ports=[8000, 8000, 8001], engine_uids=[33, '33'])
+    output = table.split('\tchain output {', 1)[1]
+    assert 'type filter hook output priority filter; policy accept;' in output
+    assert 'oifname "lo" tcp dport { 8000, 8001 } meta skuid != { 0, 33 } reject with tcp reset' in output
+    # Root is always among them (the probes and the watchdog); no engine port, no output chain.
+    assert 'meta skuid != 0 reject' in default_table(engine_ports=[8000], engine_uids=[])
+    assert 'chain output' not in default_table()
+
+
+@pytest.mark.parametrize('override', [dict(engine_ports=['8000; accept']), dict(engine_ports=[8000], engine_uids=['0 accept'])])
+def test_an_engine_port_or_user_that_is_not_a_number_is_refused(override):
+    with pytest.raises(FirewallError, match='firewall_engine_'):
+        default_table(**override)
