@@ -19,8 +19,9 @@ import openai
 import pytest
 import yaml
 
-from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, PLAYBOOK, SUMMARY_TASK, TINY_ANSWER, WORKER, api_client,
-                      api_key, assert_succeeded, gateway_ca, engine_process, link_figures, link_state, on_host)
+from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, PLAYBOOK, PROFILE, SUMMARY_TASK, TINY_ANSWER, WORKER,
+                      api_client, api_key, assert_succeeded, gateway_ca, engine_process, link_figures, link_state,
+                      on_host, run_text)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
 pytestmark = pytest.mark.rule("R2", "R3", "R4", "V7", "V9")
@@ -124,6 +125,50 @@ def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simu
     assert abs(float(state["cache_gib"]) - measured["reclaimable_gib"]) < 0.01, (state, measured)
     assert state["driver_version"] == report["nodes"][worker]["driver_version"], state
     assert abs(float(state["services_gib"]) - measured["processes_gib"]) < 0.01, (state, measured)
+
+
+STATUS_TASK = "Show the status"
+
+
+def status_of(result, head):
+    """(screen lines, the JSON document) of a status.yml run, the file found where the screen says."""
+    screen = result.results_by_host(task=STATUS_TASK)[head]["msg"]
+    written = [line for line in screen if line.startswith("Written to ")]
+    assert len(written) == 1, screen
+    with open(written[0][len("Written to "):]) as handle:
+        return screen, json.load(handle)
+
+
+@pytest.mark.rule("O6", "A1")
+def test_status_shows_the_serving_cluster_in_one_screen_and_changes_nothing(sim_cluster, deployed, run_playbook):
+    # playbooks/status.yml with no -e: the launch the head recorded. Read-only (the same node
+    # state, changed=0), each node's memory as the module splits it, the engine's hold on the
+    # serving nodes, the link figures, the keys by fingerprint only.
+    head, worker = sim_cluster.hosts
+    before = {h: node_state(h) for h in sim_cluster.hosts}
+    result = run_playbook("playbooks/status.yml", sim_cluster.inventory, timeout=600)
+    assert_succeeded(result, sim_cluster.hosts)
+    assert all(stats["changed"] == 0 for stats in result.stats.values()), result.stats
+    assert {h: node_state(h) for h in sim_cluster.hosts} == before
+    screen, status = status_of(result, head)
+
+    assert screen[0].startswith("SERVING: ") and status["serving"] and status["fix"] is None, screen
+    assert status["launch"]["profile"] == PROFILE and status["launch"]["overlay"] == "sim-cpu", status["launch"]
+    assert status["launch"]["nodes"] == list(sim_cluster.hosts) and status["launch"]["tp"] == 2
+    assert status["endpoint"] == "https://%s:%d/v1" % (sim_cluster.ips[head], API_PORT), status["endpoint"]
+    image_id = on_host(head, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster.image_name).strip()
+    assert status["image"]["id"] == image_id and status["image"]["versions"], status["image"]
+    for host in sim_cluster.hosts:
+        node = status["nodes"][host]
+        memory = node["figures"]["memory"]
+        # Each node holds its engine's share of the pool (0.82 x 119.7 GiB): the engine, not a leak.
+        assert memory["total_gib"] == 119.7 and memory["engine_gib"] > 80 and memory["leaked"] is False, (host, node)
+        assert node["figures"]["link"]["ok"] is True and node["firewall"] == "loaded", (host, node)
+        assert node["container"].endswith(" running"), (host, node)
+    # A key's fingerprint, never the key.
+    key = api_key(head)
+    assert status["keys"]["default"] == hashlib.sha256(key.encode()).hexdigest()[:12], status["keys"]
+    assert key not in json.dumps(status) and key not in run_text(result)
 
 
 @pytest.mark.rule("N1", "N5", "R1")

@@ -805,6 +805,29 @@ def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_co
     assert leaks(sim_cluster.hosts) == leaks_before
 
 
+@pytest.mark.rule("O6")
+def test_status_after_the_teardown_says_nothing_serves_and_prints_the_launch_step(sim_cluster, run_playbook):
+    # The teardown above left no engine, exporter or serving container: status says so, reads each
+    # node's memory itself, and names the one command that serves again, the launch step of the
+    # launch the head recorded (not pasted here: the next case launches on purpose without RDMA).
+    head = sim_cluster.head
+    result = run_playbook("playbooks/status.yml", sim_cluster.inventory, timeout=600)
+    assert_succeeded(result, sim_cluster.hosts)
+    assert all(stats["changed"] == 0 for stats in result.stats.values()), result.stats
+    screen = result.results_by_host(task="Show the status")[head]["msg"]
+    assert screen[0] == "NOT SERVING: no engine runs on the head", screen
+    for host in sim_cluster.hosts:
+        line = [text for text in screen if text.startswith(host + ": memory 119.7 GiB")]
+        assert len(line) == 1 and "no leak" in line[0] and "no exporter answered" in line[0], screen
+    fix = [text for text in screen if text.startswith("Fix: ")]
+    assert len(fix) == 1, screen
+    argv = shlex.split(fix[0][len("Fix: "):])
+    assert argv[0] == "ansible-playbook" and os.path.samefile(argv[1], os.path.join(TOP, LAUNCH)), argv
+    assert os.path.samefile(argv[argv.index("-i") + 1], os.path.join(TOP, sim_cluster.inventory)), argv
+    assert argv[argv.index("gb10_profile=" + PROFILE) - 1] == "-e", argv
+    assert argv[argv.index("gb10_profile_overlay=sim-cpu") - 1] == "-e", argv
+
+
 @pytest.mark.rule("N1")
 def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_naming_the_cause(sim_cluster, run_playbook):
     # The Ray containers as the roles made them before (host network, shm, no RDMA
