@@ -147,8 +147,8 @@ def lines(status):
                       {1.0: 'yes', 0.0: 'no'}.get(watchdog.get('engine_answering'), '?')))
     else:
         out.append('Watchdog: no figures (not running, or gb10_watchdog is false)')
-    out.append('Client keys (SHA-256, first 12): %s' % (', '.join('%s %s' % item for item in sorted(status['keys'].items()))
-                                                         or 'none on this controller'))
+    keys = ', '.join('%s %s' % item for item in sorted(status['keys'].items()))
+    out.append('Client keys (SHA-256, first 12): %s' % (keys or 'none on this controller'))
     for host in status['nodes_order']:
         node = status['nodes'][host]
         figures = node['figures']

@@ -299,9 +299,8 @@ def test_a_local_process_on_the_head_other_than_root_or_the_gateway_cannot_reach
     url = "http://127.0.0.1:%d/v1/models" % PORT
 
     def as_user(*user):
-        return subprocess.run(["docker", "exec", head] + list(user) + ["curl", "-sS", "-m", "20", "-o", "/dev/null",
-                                                                     "-w", "%{http_code}", url],
-                              capture_output=True, text=True, timeout=60, check=False)
+        argv = ["docker", "exec", head] + list(user) + ["curl", "-sS", "-m", "20", "-o", "/dev/null", "-w", "%{http_code}", url]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
 
     nobody = as_user("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
     # curl's 7: the connection was refused (the reset answers the SYN); nothing reached the engine.
