@@ -11,7 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gb10.serving.plugins.module_utils.profile import EXPERT_PARALLEL_ARG, data_parallel, pipeline
+from ansible_collections.gb10.serving.plugins.module_utils.profile import (EXPERT_PARALLEL_ARG, UTILIZATION_CEILING, data_parallel,
+                                                                          pipeline)
 
 GIB = 1024.0 ** 3
 GB = 1000.0 ** 3
@@ -214,8 +215,8 @@ def fit_plan(profile, budget_gib, free_gib=None, context=None, shape=None, pool_
     elif context_fits < context:
         plan['fits'] = False
         plan['reason'] = ('KV cache too small for the asked context (M2): %s. Lower size_args.max-model-len to '
-                          '<= %d, use an fp8 KV cache, or raise utilization within the 0.90 ceiling (H6).'
-                          % (numbers, context_fits))
+                          '<= %d, use an fp8 KV cache, or raise utilization within the %.2f ceiling (H6).'
+                          % (numbers, context_fits, UTILIZATION_CEILING))
     elif not guard['ok']:
         # The utilization that leaves the guard its threshold and the same again (H10).
         ceiling = (pool_gib - object_store_gib - host_gib - OOM_GUARD_FLOOR_GIB / OOM_GUARD_SHARE) / pool_gib

@@ -16,8 +16,10 @@ __metaclass__ = type
 
 import math
 
+from ansible_collections.gb10.serving.plugins.module_utils.profile import UTILIZATION_CEILING
+
 MAX_IMBALANCE = 0.10  # SGLang: min free >= 0.9 x local free
-CEILING = 0.90  # rule H6
+CEILING = UTILIZATION_CEILING  # rule H6
 
 
 class MemoryBalanceError(ValueError):

@@ -19,10 +19,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gb10.serving.plugins.module_utils.fit import FitError, fit_plan
-from ansible_collections.gb10.serving.plugins.module_utils.profile import COMMIT
+from ansible_collections.gb10.serving.plugins.module_utils.profile import COMMIT, UTILIZATION_CEILING
 from ansible_collections.gb10.serving.plugins.module_utils.serving_image import is_registry_reference
 
-UTILIZATION_CEILING = 0.90
 KNOWN_GOOD_DRIVER_BRANCH = '580'
 # Link speed below which the "cluster" interface is the management NIC, not the ConnectX-7 link:
 # NCCL over 1 GbE gave ~6 tok/s at TP=3 (N5).

@@ -38,6 +38,10 @@ RULE_ID = re.compile(r'\b[AHNRVSMOX][0-9]{1,2}\b')
 # A Hub commit, as model.revision names it: a branch or tag moves, and with trust-remote-code
 # the model's own code comes with the files.
 COMMIT = re.compile(r'^[0-9a-f]{40}$')
+# Rule H6: no engine asks for more than this share of the unified pool (OOM kills and Xid 43
+# preemption above it). The one figure: preflight, the fit, the balance and the cluster role's
+# gb10_utilization_ceiling (a unit test holds them equal) read it.
+UTILIZATION_CEILING = 0.90
 
 # A6: recipe fields reach configuration files (nginx's, rsyncd's), mounts and command lines, so they
 # are checked by shape, never passed as free text. A served name is what clients put in "model": an
@@ -369,8 +373,8 @@ def _validate_sglang(profile, source):
         _need(isinstance(sgl.get('image'), str) and sgl['image'], source, 'sglang.image',
               'must name the SGLang image (one container per node)')
         _need_pinned(sgl['image'], source, 'sglang.image')
-        _need(_is_num(sgl.get('mem_fraction_static')) and 0 < sgl['mem_fraction_static'] <= 0.9, source,
-              'sglang.mem_fraction_static', 'must be a number in (0, 0.9] (rule S3 uses 0.75)')
+        _need(_is_num(sgl.get('mem_fraction_static')) and 0 < sgl['mem_fraction_static'] <= UTILIZATION_CEILING, source,
+              'sglang.mem_fraction_static', 'must be a number in (0, %.1f] (rule S3 uses 0.75)' % UTILIZATION_CEILING)
         _need(_is_int(sgl.get('dist_timeout')) and sgl['dist_timeout'] > 0, source, 'sglang.dist_timeout',
               'must be a positive integer of seconds (rule S3 uses 1800)')
         _need(_is_int(sgl.get('dist_port')) and 0 < sgl['dist_port'] < 65536, source, 'sglang.dist_port',

@@ -16,6 +16,8 @@ import sys
 import pytest
 import yaml
 
+from ansible_collections.gb10.serving.plugins.module_utils.profile import UTILIZATION_CEILING
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLUSTER = os.path.join(TOP, 'roles', 'cluster')
 
@@ -66,8 +68,11 @@ def test_the_env_file_and_the_h6_ceiling_are_written_once():
     assert _hits(r'/etc/gb10/nccl\.env', 'roles/*/defaults/main.yml', 'roles/*/tasks/*.yml', 'roles/*/vars/*.yml',
                  'playbooks/**/*.yml') == []
     assert _hits(r'\b0\.90?\b', 'roles/*/defaults/main.yml', 'roles/*/tasks/*.yml') == []
+    # In Python, one constant (module_utils/profile.py) that preflight, the fit and the balance import.
+    assert _hits(r'^[^#]*[=<>(,]\s*0\.90?\b', 'plugins/module_utils/preflight.py', 'plugins/module_utils/fit.py',
+                 'plugins/module_utils/memory_balance.py') == []
     facts = _cluster_defaults()
-    assert facts['gb10_nccl_env_file'] == '/etc/gb10/nccl.env' and facts['gb10_utilization_ceiling'] == 0.90
+    assert facts['gb10_nccl_env_file'] == '/etc/gb10/nccl.env' and facts['gb10_utilization_ceiling'] == UTILIZATION_CEILING
 
 
 def test_every_role_depends_on_the_cluster_role():
