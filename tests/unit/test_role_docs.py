@@ -3,6 +3,7 @@ argument spec and the defaults (scripts/role_docs.py), every option has a descri
 a template the spec shows is the one the defaults file holds, and the base role only defines.
 """
 import collections
+import glob
 import os
 import re
 import shutil
@@ -123,3 +124,14 @@ def test_the_base_role_only_defines():
             task = stack.pop()
             stack.extend(task.get('block', []))
             assert set(task) <= allowed, (name, task.get('name'), set(task) - allowed)
+
+
+def test_every_entry_point_a_play_or_role_uses_has_its_spec():
+    # ansible-doc lists a role's entry points from its spec; one used with tasks_from but missing
+    # there is an entry point nobody can look up (and whose variables nothing checks).
+    used = set()
+    for pattern in ('roles/**/*.yml', 'playbooks/**/*.yml', 'molecule/**/*.yml', 'bench/**/*.yml'):
+        for path in glob.glob(os.path.join(TOP, pattern), recursive=True):
+            with open(path) as f:
+                used |= set(re.findall(r'name:\s*gb10\.serving\.(\w+)\s*\n\s*tasks_from:\s*(\w+)', f.read()))
+    assert used and [(role, entry) for role, entry in sorted(used) if entry not in _specs(role)] == []
