@@ -46,6 +46,13 @@ options:
     description: The cluster's NCCL transport (C(gb10_nccl_transport)).
     type: str
     default: roce
+  profile:
+    description:
+      - The resolved profile the image is for. Where it spans more than one node and captures CUDA graphs
+        (no C(enforce-eager), no C(cudagraph_mode) NONE), an NCCL older than 2.30.4 is refused - their collectives
+        deadlock in replay (vllm-project/vllm issue 52504).
+    type: dict
+    default: {}
 '''
 
 EXAMPLES = r'''
@@ -76,11 +83,12 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.gb10.serving.plugins.module_utils.profile import cuda_graphs
 from ansible_collections.gb10.serving.plugins.module_utils.serving_image import (
     image_refusals, image_report, parse_image_probe)
 
 
-def _image_verdict(result, image, host, need_ray=True, ray_auth=True, transport='roce'):
+def _image_verdict(result, image, host, need_ray=True, ray_auth=True, transport='roce', profile=None):
     if not isinstance(result, dict):
         raise AnsibleFilterError('image_verdict: the input must be the registered result of the probe task')
     container = result.get('container') or {}
@@ -90,7 +98,9 @@ def _image_verdict(result, image, host, need_ray=True, ray_auth=True, transport=
     return {
         'probe': probe,
         'refusals': image_refusals(probe, image, host, status=status, output=output,
-                                   need_ray=boolean(need_ray), ray_auth=boolean(ray_auth), transport=transport),
+                                   need_ray=boolean(need_ray), ray_auth=boolean(ray_auth), transport=transport,
+                                   cross_node_graphs=bool(profile) and int(profile.get('nodes', 1)) > 1
+                                   and cuda_graphs(profile)),
         'report': image_report(probe),
     }
 

@@ -456,3 +456,16 @@ def load(name, profiles, overlay=None, overlay_name=None, executor_choice=None):
     if executor_choice:
         profile = choose_executor(profile, executor_choice, source)
     return validate_profile(profile, source)
+
+
+def cuda_graphs(profile):
+    """Whether the engine captures CUDA graphs with this profile: on unless --enforce-eager or a
+    compilation-config whose cudagraph_mode is NONE (vLLM's CompilationConfig), in any section."""
+    for section in ARG_SECTIONS:
+        args = profile.get(section) or {}
+        if args.get('enforce-eager') is True:
+            return False
+        config = args.get('compilation-config')
+        if isinstance(config, dict) and str(config.get('cudagraph_mode', '')).upper() == 'NONE':
+            return False
+    return True

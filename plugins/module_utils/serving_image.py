@@ -228,6 +228,11 @@ RAY_AUTH_MIN = (2, 52, 0)
 # in silence and the ring fails with ibv_modify_qp errors. roce and socket run on every NCCL the
 # profiles' images carry.
 NCCL_MIN = {'roce_ring': (2, 30, 7)}
+# CUDA graphs whose NCCL collectives cross the nodes deadlock in replay on NCCL 2.28.9 within the
+# first requests ("RPC call to sample_tokens timed out"), on two DGX Sparks back to back over RoCE;
+# NCCL 2.30.4 fixes it with nothing else changed, and --enforce-eager serves (vllm-project/vllm
+# issue 52504; the same wedge and fix on eight Sparks in vllm-project/vllm issue 40969).
+NCCL_MIN_CROSS_NODE_GRAPHS = (2, 30, 4)
 
 
 def nccl_version(code):
@@ -291,10 +296,11 @@ def image_report(probe):
 
 
 def image_refusals(probe, image, host, status=None, output='', need_ray=True, ray_auth=True,
-                   transport='roce'):
+                   transport='roce', cross_node_graphs=False):
     """What makes the image unfit to serve, one sentence each with the image, the finding and the
     fix; empty when it is fit. probe: parse_image_probe()'s result (None when the probe did not
-    print one); status and output: the container's exit status and output, for the message."""
+    print one); status and output: the container's exit status and output, for the message;
+    cross_node_graphs: the launch captures CUDA graphs across more than one node."""
     head = 'host %s: image %s' % (host, image)
     copied = 'Nothing was copied.'
     if not probe:
@@ -336,6 +342,15 @@ def image_refusals(probe, image, host, status=None, output='', need_ray=True, ra
                 'runs pip install "nvidia-nccl-cu13>=%s"), or a transport this NCCL runs.'
                 % (head, _nccl_line(nccl), transport, version_text(floor), copied, version_text(floor),
                    version_text(floor)))
+        if cross_node_graphs and have < NCCL_MIN_CROSS_NODE_GRAPHS:
+            floor = version_text(NCCL_MIN_CROSS_NODE_GRAPHS)
+            problems.append(
+                '%s loads %s at runtime, and the profile captures CUDA graphs across the nodes: their NCCL '
+                'collectives deadlock in replay before NCCL %s, within the first requests (vllm-project/vllm issue '
+                '52504; N7). %s Fix: an image with NCCL %s or later (a recipe for serving_image_build_recipe that '
+                'runs pip install "nvidia-nccl-cu13>=%s"), or engine_args enforce-eager: true in the profile '
+                '(no CUDA graphs, slower decode).'
+                % (head, _nccl_line(nccl), floor, copied, floor, floor))
     for conf in probe.get('nccl_conf') or []:
         problems.append(
             '%s carries NCCL configuration file %s (%s). NCCL reads it beside the environment, so it sets what the '

@@ -1,5 +1,7 @@
 """Planner of role serving_image: the source node, a pull only where nobody has the
 image, copies only to nodes that lack it or hold a different ID, refusals before anything changes."""
+import json
+
 import pytest
 
 from ansible_collections.gb10.serving.plugins.module_utils import serving_image as si
@@ -191,3 +193,32 @@ def test_an_image_pulled_or_built_first_goes_whole():
     # Its layers are not known when the plan is made.
     p = si.plan('nvcr.io/nvidia/vllm:25.09-py3', [node('spark1'), dict(node('spark2'), images_layers=[DIFF_IDS])])
     assert p['pull'] and p['targets_layers'] == {'spark2': 0}
+
+
+@pytest.mark.rule("N7")
+def test_cross_node_cuda_graphs_refuse_an_nccl_before_2_30_4_and_eager_or_graphless_launches_pass():
+    # vllm-project/vllm issue 52504: on two DGX Sparks, CUDA graphs whose NCCL collectives cross the
+    # nodes deadlock in replay on NCCL 2.28.9 (the version torch 2.11's pip wheel brings); 2.30.4 fixes
+    # it. Asked through the filter with the shipped profiles, as role serving_image asks it.
+    from ansible_collections.gb10.serving.plugins.filter.image_verdict import _image_verdict
+    from ansible_collections.gb10.serving.plugins.module_utils.profile import cuda_graphs
+    from profile_helpers import real, sim
+
+    def verdict(code, profile):
+        probe = {"ray": {"version": "2.60.0", "error": None},
+                 "nccl": {"version": code, "path": "/usr/lib/aarch64-linux-gnu/libnccl.so.2", "kind": "system",
+                          "name": "libnccl.so.2", "asked": "vllm", "error": None},
+                 "nccl_other": [], "nccl_conf": []}
+        output = "GB10_IMAGE_PROBE " + json.dumps(probe)
+        return _image_verdict({"container": {"Output": output, "State": {"ExitCode": 0}}}, "x:1", "spark1",
+                              profile=profile)["refusals"]
+
+    m3, m27 = real("minimax-m3-nvfp4"), real("minimax-m27-nvfp4")
+    assert cuda_graphs(m3) and not cuda_graphs(m27) and not cuda_graphs(sim("minimax-m3-nvfp4"))
+    refused = verdict(22809, m3)
+    assert len(refused) == 1 and "captures CUDA graphs across the nodes" in refused[0], refused
+    assert "NCCL 2.30.4 or later" in refused[0] and "enforce-eager: true" in refused[0], refused
+    assert verdict(23004, m3) == []
+    # M2.7's recipe runs cudagraph_mode NONE; the simulation's overlay runs eager; one node crosses nothing.
+    assert verdict(22809, m27) == [] and verdict(22809, sim("minimax-m3-nvfp4")) == []
+    assert verdict(22809, dict(m3, nodes=1)) == [] and verdict(22809, None) == []
