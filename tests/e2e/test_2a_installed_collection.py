@@ -147,7 +147,8 @@ def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_p
     assert said.startswith("Converged: every node is as the last full deploy left it"), said
     # No role that prepares, links, copies or starts anything ran a task; the engine's smoke test did.
     # The API gateway's role only says where clients reach it (its endpoint facts, for the summary);
-    # the cluster role only reads: its argument check, the run's context, the converged read.
+    # the cluster role only defines and reads: its argument check and the run's context (the converged
+    # read and the client keys are the steps' own task files).
     roles = {e["event_data"].get("role") for e in result.events if e.get("event") == "runner_on_start"}
     assert roles - {None} == {"cluster", "api_key", "api_gateway", "vllm_serve"}, roles
     cluster_tasks = {e["event_data"].get("task") for e in result.events
@@ -156,10 +157,7 @@ def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_p
     assert cluster_tasks <= {"Require a profile", "Resolve the profile once, with this inventory's overlay (M1)",
                              "Read the launch that served last on the head (no gb10_profile given)",
                              "Take that launch for the run", "Refuse a recorded launch of other nodes",
-                             "What the API gateway fronts",
-                             "Refuse an engine the deploy does not launch", "Read whether this node is as the last full run left it",
-                             "Provide the client keys (never printed)", "Where clients reach the gateway and the CA that proves it",
-                             "Remember where a client finds the key, for the summary"}, cluster_tasks
+                             "What the API gateway fronts"}, cluster_tasks
     gateway_tasks = {e["event_data"].get("task") for e in result.events
                      if e.get("event") == "runner_on_start" and e["event_data"].get("role") == "api_gateway"
                      and not e["event_data"].get("task", "").startswith("Validating arguments against arg spec")}
