@@ -9,6 +9,8 @@ import re
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RULES = os.path.join(TOP, "docs", "rules.md")
+# The long form of each rule's enforcement and tests (docs/rules.md's details).
+ENFORCED = os.path.join(TOP, "docs", "rules-enforced.md")
 PATH_ROOTS = ("roles/", "plugins/", "playbooks/", "tests/", "molecule/", "docs/", "profiles/", "scripts/",
               "bench/", "inventory/")
 
@@ -72,6 +74,16 @@ def test_the_rules_index_names_only_what_exists_and_covers_every_rule():
         assert rule_index_problems(f.read(), TOP) == []
 
 
+def test_the_long_form_names_only_what_exists_and_details_every_rule():
+    with open(ENFORCED, encoding="utf-8") as f:
+        text = f.read()
+    problems = rule_index_problems(text, TOP)
+    assert [p for p in problems if not p.startswith(("rule ", "no rule IDs"))] == []
+    with open(RULES, encoding="utf-8") as f:
+        rules = re.findall(r"(?m)^- \*\*([A-Z]\d+) ", f.read())
+    assert [rule for rule in rules if not re.search(r"(?m)^### %s " % rule, text)] == []
+
+
 def test_a_renamed_test_turns_the_index_red():
     # As if test_ray_sees_three_nodes were renamed and docs/rules.md not updated: the index now
     # names a test that no file defines.
@@ -79,9 +91,12 @@ def test_a_renamed_test_turns_the_index_red():
         text = f.read()
     assert "test_ray_sees_three_nodes" in text
     renamed = text.replace("test_ray_sees_three_nodes", "test_ray_sees_three_nodes_renamed")
-    assert rule_index_problems(renamed, TOP) == [
-        "no test test_ray_sees_three_nodes_renamed under tests/",
-        "tests/e2e/test_5_deploy_tp3.py defines no test_ray_sees_three_nodes_renamed"]
+    assert rule_index_problems(renamed, TOP) == ["no test test_ray_sees_three_nodes_renamed under tests/"]
+    # The long form names it with its file: that turns red too.
+    with open(ENFORCED, encoding="utf-8") as f:
+        long_form = f.read().replace("test_ray_sees_three_nodes", "test_ray_sees_three_nodes_renamed")
+    assert "tests/e2e/test_5_deploy_tp3.py defines no test_ray_sees_three_nodes_renamed" in rule_index_problems(
+        long_form, TOP)
 
 
 def test_a_rule_without_a_row_turns_the_index_red():
