@@ -5,7 +5,8 @@ the raw numbers as JSON (default tests/output/bench/<name>.json). Names:
 controller-scaling (light hosts), copy-throughput (two light hosts), copy-local (model_sync's
 pull on this machine over loopback: no Docker, for a machine with many cores), deploy-time and
 watchdog, executors (take the simulated cluster: run them only when nobody else uses it), newcomer (stops
-this machine's Docker engine for about 15 minutes: run it only where nothing else uses Docker)."""
+this machine's Docker engine for about 15 minutes: run it only where nothing else uses Docker), mutation
+(the unit tests' mutation score with cosmic-ray: it edits the checkout's files in place while it runs)."""
 import argparse
 import importlib
 import json
@@ -20,6 +21,7 @@ MODULES = {
     'copy-throughput': 'bench.copy_throughput',
     'deploy-time': 'bench.deploy_time',
     'executors': 'bench.executors',
+    'mutation': 'bench.mutation',
     'newcomer': 'bench.newcomer',
     'watchdog': 'bench.watchdog',
 }
@@ -50,6 +52,11 @@ def main(argv=None):
                         help='executors: seconds each idle cluster is measured over (default 30)')
     parser.add_argument('--tokens', type=int, default=64,
                         help='executors: tokens each decode request generates (default 64)')
+    parser.add_argument('--modules', nargs='+', default=None,
+                        help='mutation: module_utils modules (or watchdog, leak_reboot) to mutate (default all)')
+    parser.add_argument('--cosmic-ray', default=None, help='mutation: the cosmic-ray program (default: on PATH)')
+    parser.add_argument('--mutant-timeout-s', type=float, default=120,
+                        help='mutation: seconds the tests of one mutant may run (default 120)')
     args = parser.parse_args(argv)
     bench = importlib.import_module(MODULES[args.name])
     if args.name == 'controller-scaling':
@@ -64,6 +71,8 @@ def main(argv=None):
         result = bench.run(args.idle_s, args.tokens)
     elif args.name == 'newcomer':
         result = bench.run()
+    elif args.name == 'mutation':
+        result = bench.run(args)
     else:
         result = bench.run(tuple(args.nodes))
     os.makedirs(OUT, exist_ok=True)

@@ -132,7 +132,10 @@ def test_drift_measures_the_link_on_request(serving, run_playbook):
     assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
 
 
+# `full` (the test budget): drift's run, its report and its printed fix are the pasted-fix case below
+# in the default run; each detector here is its role's drift entry point, shown in molecule.
 @pytest.mark.rule("N5", "A1", "O3")
+@pytest.mark.full
 def test_independent_drifts_are_each_named_in_one_run(serving, run_playbook):
     # On the worker: DGX OS's modprobe override came back (H2) and its image tag names other code
     # than the head's (M1; the running Ray container is untouched, so R2 may come with it). On the

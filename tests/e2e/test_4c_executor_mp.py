@@ -163,7 +163,10 @@ def test_a_stalled_rank_on_the_head_is_found_and_every_rank_starts_again(sim_clu
     assert serves_mp(sim_cluster)
 
 
+# `full` (the test budget): a re-run that changes nothing and drift are the Ray cluster's default
+# cases (test_2a, test_2b); this adds every rank of vLLM's own executor.
 @pytest.mark.rule("O2", "O3")
+@pytest.mark.full
 def test_a_launch_again_changes_nothing_and_drift_finds_every_rank_as_deployed(sim_cluster, run_playbook):
     cluster = sim_cluster
     head, worker = cluster.head, cluster.hosts[1]

@@ -118,3 +118,34 @@ def test_a_node_without_its_exporter_shows_the_modules_reading_and_one_read_of_n
 def test_the_page_parser_keeps_labels_and_reads_nan_as_no_result():
     parsed = status.parse_metrics('# HELP x y\nx{a="1",b="q\\"r"} 2.5\ny NaN\nz notanumber\n')
     assert parsed == {'x': [({'a': '1', 'b': 'q\\"r'}, 2.5)], 'y': [({}, None)], 'z': [({}, None)]}
+
+
+def test_the_screen_says_each_figure_as_read(tmp_path, fixture_path):
+    # A watchdog that is failing with its budget spent, a link under its floor, an overlay, no
+    # versions and no key on this controller: each shows as it is, line by line.
+    failing = {'status': wd.FAILING, 'failures': 3, 'recoveries': [1796586000.0, 1796586100.0],
+               'last_probe': {'verdict': 'timeout', 'tokens': 0, 'ttft_s': None}}
+    watchdog_page = wd.metrics_text(failing, 1796586400.0, 2, 3600, 6)
+    slow_link = LINK.replace('161.2', '48.5').replace('gb10_link_check_ok 1', 'gb10_link_check_ok 0')
+    pages = {'spark1': 'not a sample line\n' + exporter_page(tmp_path, fixture_path, CLEAN,
+                                                              [('/w/metrics.prom', watchdog_page), ('/l/link.prom', slow_link)]),
+             'spark2': exporter_page(tmp_path, fixture_path, LEAKED)}
+    asked = facts(pages, {'alive': True, 'healthy': False, 'serving': False})
+    asked.update(overlay='sim-cpu', versions={}, keys={}, image={'tag': 'vllm-node:m27', 'id': ''})
+    built = status.build(asked)
+
+    assert built['launch']['overlay'] == 'sim-cpu' and built['image']['id'] == '' and built['image']['versions'] == {}
+    screen = status.lines(built)
+    assert screen[:6] == [
+        'NOT SERVING: the engine runs but does not answer /health, and unified memory leaked on spark2 (H4)',
+        'Endpoint: https://192.168.1.101:8443/v1 (key file /k, CA /ca)',
+        'Launch: profile minimax-m27-nvfp4 + overlay sim-cpu, ray executor, TP=2 PP=1 DP=1 on spark1, spark2',
+        'Image: vllm-node:m27 absent on the head; versions not read (no serving container)',
+        'Watchdog: failing, restart budget left 0, recoveries 2, last probe answered no',
+        'Client keys (SHA-256, first 12): none on this controller']
+    head = [line for line in screen if line.startswith('spark1:')][0]
+    assert '48.5 Gb/s (floor 60.0) UNDER ITS FLOOR' in head and 'no leak' in head, head
+    worker = [line for line in screen if line.startswith('spark2:')][0]
+    leak = built['nodes']['spark2']['figures']['memory']['leak_gib']
+    assert ('LEAKED %.1f GiB' % leak) in worker and leak > 30 and 'link not measured' in worker, worker
+    assert screen[-1] == 'Fix: ansible-playbook /c/playbooks/recover.yml -i inv'
