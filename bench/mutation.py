@@ -106,6 +106,6 @@ def table(result):
             continue
         o = one['outcomes']
         other = sum(v for k, v in o.items() if k not in ('killed', 'survived'))
-        lines.append('| %s | %d | %d | %d | %d | %s |' % (one['module'], sum(o.values()), o.get('killed', 0),
-                                                           o.get('survived', 0), other, one['score']))
+        row = (one['module'], sum(o.values()), o.get('killed', 0), o.get('survived', 0), other, one['score'])
+        lines.append('| %s | %d | %d | %d | %d | %s |' % row)
     return '\n'.join(lines)

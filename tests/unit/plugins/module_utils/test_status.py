@@ -127,8 +127,8 @@ def test_the_screen_says_each_figure_as_read(tmp_path, fixture_path):
                'last_probe': {'verdict': 'timeout', 'tokens': 0, 'ttft_s': None}}
     watchdog_page = wd.metrics_text(failing, 1796586400.0, 2, 3600, 6)
     slow_link = LINK.replace('161.2', '48.5').replace('gb10_link_check_ok 1', 'gb10_link_check_ok 0')
-    pages = {'spark1': 'not a sample line\n' + exporter_page(tmp_path, fixture_path, CLEAN,
-                                                              [('/w/metrics.prom', watchdog_page), ('/l/link.prom', slow_link)]),
+    textfiles = [('/w/metrics.prom', watchdog_page), ('/l/link.prom', slow_link)]
+    pages = {'spark1': 'not a sample line\n' + exporter_page(tmp_path, fixture_path, CLEAN, textfiles),
              'spark2': exporter_page(tmp_path, fixture_path, LEAKED)}
     asked = facts(pages, {'alive': True, 'healthy': False, 'serving': False})
     asked.update(overlay='sim-cpu', versions={}, keys={}, image={'tag': 'vllm-node:m27', 'id': ''})
