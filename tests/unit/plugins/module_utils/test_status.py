@@ -70,9 +70,11 @@ def test_a_serving_cluster_shows_each_nodes_figures_from_its_exporter(tmp_path, 
     assert head['link'] == {'busbw_gbit': 161.2, 'floor_gbit': 60.0, 'tcp_gbit': None, 'ok': True,
                             'measured_at': 1796586399.0}
     assert built['watchdog']['status'] == wd.SERVING and built['watchdog']['restart_budget_left'] == 2.0
+    assert built['image'] == {'tag': 'vllm-node:m27', 'id': 'sha256:' + 'ab' * 32, 'versions': {'vllm': '0.32.0'}}
     assert built['nodes']['spark2']['figures']['watchdog'] is None
     screen = status.lines(built)
     assert screen[0].startswith('SERVING: ') and 'Fix:' not in ' '.join(screen)
+    assert 'Watchdog: serving, restart budget left 2, recoveries 0, last probe answered yes' in screen, screen
     assert any(line.startswith('spark2: memory 119.7 GiB') and '161.2 Gb/s (floor 60.0) ok' in line for line in screen), screen
 
 
@@ -128,7 +130,7 @@ def test_the_screen_says_each_figure_as_read(tmp_path, fixture_path):
     watchdog_page = wd.metrics_text(failing, 1796586400.0, 2, 3600, 6)
     slow_link = LINK.replace('161.2', '48.5').replace('gb10_link_check_ok 1', 'gb10_link_check_ok 0')
     textfiles = [('/w/metrics.prom', watchdog_page), ('/l/link.prom', slow_link)]
-    pages = {'spark1': 'not a sample line\n' + exporter_page(tmp_path, fixture_path, CLEAN, textfiles),
+    pages = {'spark1': '}{ not a sample\n' + exporter_page(tmp_path, fixture_path, CLEAN, textfiles),
              'spark2': exporter_page(tmp_path, fixture_path, LEAKED)}
     asked = facts(pages, {'alive': True, 'healthy': False, 'serving': False})
     asked.update(overlay='sim-cpu', versions={}, keys={}, image={'tag': 'vllm-node:m27', 'id': ''})
