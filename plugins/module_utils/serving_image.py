@@ -230,8 +230,8 @@ RAY_AUTH_MIN = (2, 52, 0)
 NCCL_MIN = {'roce_ring': (2, 30, 7)}
 # CUDA graphs whose NCCL collectives cross the nodes deadlock in replay on NCCL 2.28.9 within the
 # first requests ("RPC call to sample_tokens timed out"), on two DGX Sparks back to back over RoCE;
-# NCCL 2.30.4 fixes it with nothing else changed, and --enforce-eager serves (vllm-project/vllm
-# issue 52504; the same wedge and fix on eight Sparks in vllm-project/vllm issue 40969).
+# NCCL 2.30.4 fixes it with nothing else changed, and --enforce-eager serves
+# (vllm-project/vllm issue 52504; the same wedge and fix on eight Sparks in vllm-project/vllm issue 40969).
 NCCL_MIN_CROSS_NODE_GRAPHS = (2, 30, 4)
 
 
