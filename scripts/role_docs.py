@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The variables tables of every role's README, made from the role's meta/argument_specs.yml (what
 `ansible-doc -t role` shows) and defaults/main.yml (the values a run gets), so that the README
 cannot say other than the spec and the defaults say.

@@ -11,8 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gb10.serving.plugins.module_utils.profile import (EXPERT_PARALLEL_ARG, UTILIZATION_CEILING, data_parallel,
-                                                                          pipeline)
+from ansible_collections.gb10.serving.plugins.module_utils.profile import (
+    EXPERT_PARALLEL_ARG, UTILIZATION_CEILING, data_parallel, pipeline)
 
 GIB = 1024.0 ** 3
 GB = 1000.0 ** 3

@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 from ansible_collections.gb10.serving.plugins.module_utils.profile import data_parallel, pipeline
@@ -37,9 +38,9 @@ def parse_metrics(text):
         name, labels, value = match.groups()
         try:
             number = float(value)
-            if number != number:  # NaN: no result
-                number = None
         except ValueError:
+            number = None
+        if number is not None and math.isnan(number):  # NaN: no result
             number = None
         found.setdefault(name, []).append((dict(_LABEL.findall(labels or '')), number))
     return found

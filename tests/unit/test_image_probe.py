@@ -188,4 +188,3 @@ def test_the_ring_refuses_2_30_4_which_ignores_subnet_aware_routing():
     # v2.30.7-1, absent at v2.30.4-1): 2.30.4 would ignore the ring's setting in silence.
     assert si.image_refusals(probe_result(nccl=23004), "x:1", "spark1", transport="roce_ring")
     assert si.image_refusals(probe_result(nccl=23007), "x:1", "spark1", transport="roce_ring") == []
-
