@@ -189,14 +189,20 @@ def left_out_note(left_out):
 
 
 def sibling_playbook(playbook, name):
-    """The playbook `name` (a step under steps/ too) next to `playbook`: a path keeps its folder
-    and extension, an FQCN (gb10.serving.drift) its namespace (a folder as a dot, a dash as an
-    underscore)."""
+    """The playbook `name` (a step under steps/ too) beside the entry points of `playbook`: a path
+    keeps its folder and extension, an FQCN (gb10.serving.drift) its namespace (a folder as a dot,
+    a dash as an underscore). A step (playbooks/steps/06_serving_state.yml) names its entry points'
+    folder, one up: the steps live under the entry points, never beside them."""
     playbook = str(playbook or '')
     if '/' in playbook or playbook.endswith(('.yml', '.yaml')):
         folder, unused, base = playbook.rpartition('/')
         ext = '.yaml' if base.endswith('.yaml') else '.yml'
+        if folder == 'steps' or folder.endswith('/steps'):
+            folder = folder[:-len('steps')].rstrip('/')
         return ('%s/%s%s' % (folder, name, ext)) if folder else '%s%s' % (name, ext)
     if playbook.count('.') >= 2:
-        return '%s.%s' % (playbook.rsplit('.', 1)[0], name.replace('-', '_').replace('/', '.'))
+        namespace = playbook.rsplit('.', 1)[0]
+        if namespace.endswith('.steps'):
+            namespace = namespace[:-len('.steps')]
+        return '%s.%s' % (namespace, name.replace('-', '_').replace('/', '.'))
     return 'playbooks/%s.yml' % name

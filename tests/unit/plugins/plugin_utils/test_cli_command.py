@@ -75,3 +75,8 @@ def test_sibling_playbooks():
     assert sibling_playbook('/abs/playbooks/drift.yml', 'deploy') == '/abs/playbooks/deploy.yml'
     assert sibling_playbook('drift.yml', 'recover') == 'recover.yml'
     assert sibling_playbook('gb10.serving.drift', 'steps/04_host_prep') == 'gb10.serving.steps.04_host_prep'
+    # A step run alone names the entry points' folder, one up (the known_hosts fix after a step).
+    assert sibling_playbook('playbooks/steps/06_serving_state.yml', 'known_hosts') == 'playbooks/known_hosts.yml'
+    assert sibling_playbook('steps/06_serving_state.yml', 'known_hosts') == 'known_hosts.yml'
+    assert sibling_playbook('gb10.serving.steps.06_serving_state', 'known_hosts') == 'gb10.serving.known_hosts'
+    assert sibling_playbook('playbooks/steps/04_host_prep.yml', 'steps/04_host_prep') == 'playbooks/steps/04_host_prep.yml'
