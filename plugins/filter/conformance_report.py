@@ -15,7 +15,8 @@ author:
   - gb10.serving developers (@gb10-serving)
 description:
   - Every figure the rules and the simulation's fixture kit rest on, as each node measured it
-    (unified memory and CUDA's view, driver, the modprobe override, the OOM guard, the link), and a
+    (unified memory and CUDA's view, driver, the modprobe override, the OOM guard, the link, and what
+    the head's running serving container answers of its Ray, NCCL and Triton), and a
     verdict per rule ID (C(holds), C(fails) or C(not measured), with the figure).
   - MAC addresses, GPU UUIDs and serial numbers are redacted, and IPv4 addresses unless
     O(addresses) is true.

@@ -16,7 +16,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gb10.serving.plugins.module_utils import memory_balance, preflight, unified_memory
+from ansible_collections.gb10.serving.plugins.module_utils import memory_balance, preflight, serving_image, unified_memory
 
 REPORT_FORMAT = 1
 # Serial numbers, MAC addresses, GPU and board UUIDs and keys never leave the node in a report.
@@ -35,7 +35,7 @@ MIN_LINK_MBPS = preflight.MIN_CLUSTER_LINK_MBPS
 # their rounding and a driver's few hundred MB.
 CUDA_IS_MEMFREE_GIB = 1.0
 # What the report does not measure yet, said rather than left out.
-NOT_MEASURED = ('H7', 'N7', 'R1', 'V7')
+NOT_MEASURED = ('V7',)
 
 
 def redact(value, addresses=False):
@@ -134,15 +134,62 @@ def verdicts(nodes):
     else:
         out.append(_verdict('N5', 'not measured', 'no link read'))
         out.append(_verdict('N1', 'not measured', 'no link read'))
+    out.extend(serving_verdicts(nodes))
     for rule in NOT_MEASURED:
         out.append(_verdict(rule, 'not measured', 'not read by this report yet'))
+    return out
+
+
+def serving_verdicts(nodes):
+    """R1, N7 and H7 from what the head's running serving container answered (report.yml asks it
+    with the image check's probe and the ptxas role's question; a node entry's `serving`): the Ray
+    the Ray executor starts, the NCCL the engine loads judged as the image check judges it (its
+    runtime version against the transport's floor, NCCL files baked into the image), and the
+    assembler Triton runs for sm_121. Not measured where no serving container runs."""
+    serving = [(h, nodes[h]['serving']) for h in sorted(nodes) if (nodes[h].get('serving') or {}).get('container')]
+    if not serving:
+        return [_verdict(rule, 'not measured', 'no serving container runs on the head')
+                for rule in ('R1', 'N7', 'H7')]
+    host, found = serving[0]
+    where = '%s %s (%s executor)' % (host, found['container'], found.get('executor') or 'ray')
+    out = []
+    probe = found.get('probe') or serving_image.parse_image_probe(found.get('probe_output'))
+    if not probe:
+        out.append(_verdict('R1', 'not measured', '%s: the probe printed no answer' % where))
+        out.append(_verdict('N7', 'not measured', '%s: the probe printed no answer' % where))
+    else:
+        ray = probe.get('ray') or {}
+        if found.get('executor') == 'mp':
+            out.append(_verdict('R1', 'not measured', '%s: vLLM\'s own executor runs no Ray' % where))
+        else:
+            out.append(_verdict('R1', 'holds' if ray.get('version') else 'fails', '%s: %s' % (
+                where, 'Ray %s' % ray['version'] if ray.get('version') else 'no Ray (%s)' % (ray.get('error') or 'no version'))))
+        refusals = serving_image.image_refusals(probe, found.get('image') or found['container'], host, need_ray=False,
+                                                ray_auth=False, transport=found.get('transport') or 'roce')
+        out.append(_verdict('N7', 'fails' if refusals else 'holds', '%s: %s%s' % (
+            where, serving_image.image_report(probe), ('; ' + ' '.join(refusals)) if refusals else '')))
+    triton = found.get('triton') or {}
+    if not triton or ('error' in triton and 'No module named' in triton['error']):
+        out.append(_verdict('H7', 'not measured', '%s: %s' % (where, triton.get('error') or 'Triton not asked')))
+    elif 'error' in triton:
+        out.append(_verdict('H7', 'fails', '%s: Triton could not say which assembler it runs: %s' % (where, triton['error'])))
+    else:
+        out.append(_verdict('H7', 'holds' if triton.get('is_source') else 'fails', '%s: Triton %s runs %s (release %s) for sm_%s' % (
+            where, triton.get('version'), triton.get('realpath') or triton.get('path'), triton.get('release'), triton.get('arch'))))
     return out
 
 
 def build(nodes, cluster, generated_at, addresses=False):
     """The report: its format, when, the cluster's name, every node's figures (redacted) and the
     verdicts."""
-    nodes = redact(dict(nodes), addresses)
+    nodes = dict(nodes)
+    for host, node in list(nodes.items()):
+        serving = dict(node.get('serving') or {})
+        if 'probe_output' in serving:
+            # The probe's answer, parsed; the container's other output (the engine's imports') left out.
+            serving['probe'] = serving_image.parse_image_probe(serving.pop('probe_output'))
+            nodes[host] = dict(node, serving=serving)
+    nodes = redact(nodes, addresses)
     return {'format': REPORT_FORMAT, 'generated_at': generated_at, 'cluster': cluster,
             'nodes': nodes, 'verdicts': verdicts(nodes)}
 

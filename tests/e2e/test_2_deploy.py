@@ -114,6 +114,13 @@ def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simu
     assert "engine running" in verdicts["H4"]["figure"], verdicts["H4"]
     assert report["nodes"][worker]["memory"]["gpu_held_gib"] > 80, report["nodes"][worker]
     assert "| H3 | holds |" in page and "## %s" % worker in page
+    # What the engine runs, asked of the head's running serving container: Ray for the Ray executor
+    # (R1), the NCCL the engine loads by its runtime version and file (the image's stand-in, N7), and
+    # Triton, which the simulated image leaves out (vLLM's CPU build runs without it: H7 unmeasured).
+    assert verdicts["R1"]["verdict"] == "holds" and "Ray 2." in verdicts["R1"]["figure"], verdicts["R1"]
+    assert verdicts["N7"]["verdict"] == "holds" and "the engine loads NCCL 2.31.2" in verdicts["N7"]["figure"], verdicts["N7"]
+    assert verdicts["H7"]["verdict"] == "not measured" and "triton" in verdicts["H7"]["figure"], verdicts["H7"]
+    assert report["nodes"][head]["serving"]["probe"]["nccl"]["kind"] == "system", report["nodes"][head]["serving"]
     # Addresses are left out unless asked for.
     assert sim_cluster.cluster_ips[head] not in json.dumps(report)
     # The loop closes: the worker becomes the node the report measured (its cache, services, driver).

@@ -1,11 +1,26 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The conformance report's verdicts and redaction (plugins/module_utils/report.py)."""
+import json
+
 import pytest
 
 from ansible_collections.gb10.serving.plugins.module_utils import report
 
 pytestmark = pytest.mark.rule("H3", "H4")
+
+# What image_probe.py prints of an image (its keys), here NCCL 2.30.7 as the system library.
+PROBE = {'ray': {'version': '2.52.1'}, 'nccl': {'version': 23007, 'name': 'libnccl.so.2', 'asked': 'vllm',
+                                                'path': '/usr/lib/aarch64-linux-gnu/libnccl.so.2.30.7', 'kind': 'system'},
+         'nccl_other': [], 'nccl_conf': []}
+TRITON = {'arch': 121, 'version': '3.6.0', 'path': '/usr/local/lib/python3.12/dist-packages/triton/backends/nvidia/bin/ptxas-blackwell',
+          'realpath': '/usr/local/cuda-13.0/bin/ptxas', 'release': '13.0', 'is_source': True}
+
+
+def serving(probe=PROBE, triton=TRITON, executor='ray'):
+    return {'container': 'gb10-%s-head' % executor, 'executor': executor, 'image': 'vllm-node:local',
+            'probe_output': 'INFO engine import\nGB10_IMAGE_PROBE %s\n' % json.dumps(probe), 'triton': triton,
+            'transport': 'roce'}
 
 
 def node(**memory):
@@ -27,7 +42,9 @@ def test_a_gb10_as_measured_holds_every_rule_it_reads():
     for rule in ('H1', 'H2', 'H3', 'H4', 'H5', 'H10', 'N1', 'N5'):
         assert found[rule]['verdict'] == 'holds', found[rule]
     assert 'CUDA free 103.25 MemFree 103.25' in found['H3']['figure']
-    assert found['N7']['verdict'] == 'not measured'
+    # No serving container runs: what the engine runs is not measured, and said.
+    for rule in ('R1', 'N7', 'H7'):
+        assert found[rule] == {'rule': rule, 'verdict': 'not measured', 'figure': 'no serving container runs on the head'}
 
 
 def test_each_fault_fails_its_rule_with_the_figure():
@@ -64,3 +81,39 @@ def test_the_page_lists_every_verdict_and_node():
     assert page.startswith('# GB10 conformance report: spark1')
     assert all('| %s | %s |' % (v['rule'], v['verdict']) in page for v in built['verdicts'])
     assert '## spark1' in page and 'memory cuda_free_gib: 103.25' in page
+
+
+@pytest.mark.rule("R1", "N7", "H7")
+def test_the_head_serving_container_answers_for_ray_nccl_and_triton():
+    found = by_rule(report.verdicts({'spark1': dict(node(), serving=serving()), 'spark2': node()}))
+    assert found['R1']['verdict'] == 'holds' and 'Ray 2.52.1' in found['R1']['figure'], found['R1']
+    assert found['N7']['verdict'] == 'holds', found['N7']
+    assert 'the engine loads NCCL 2.30.7 (/usr/lib/aarch64-linux-gnu/libnccl.so.2.30.7, system)' in found['N7']['figure']
+    assert found['H7'] == {'rule': 'H7', 'verdict': 'holds', 'figure': 'spark1 gb10-ray-head (ray executor): Triton 3.6.0 '
+                           'runs /usr/local/cuda-13.0/bin/ptxas (release 13.0) for sm_121'}
+
+
+@pytest.mark.rule("R1", "N7", "H7")
+def test_an_image_below_the_ring_floor_without_ray_and_with_the_bundled_assembler_fails_each_rule():
+    old = dict(PROBE, ray={'error': "No module named 'ray'"}, nccl=dict(PROBE['nccl'], version=22703))
+    bundled = dict(TRITON, realpath=TRITON['path'], release='12.8', is_source=False)
+    found = by_rule(report.verdicts({'spark1': dict(node(), serving=dict(serving(old, bundled), transport='roce_ring'))}))
+    assert found['R1']['verdict'] == 'fails' and "no Ray (No module named 'ray')" in found['R1']['figure']
+    # The image check's own floor for the ring (N6, N7), with its sentence.
+    assert found['N7']['verdict'] == 'fails' and 'gb10_nccl_transport=roce_ring needs NCCL 2.30.7' in found['N7']['figure'], found['N7']
+    assert found['H7']['verdict'] == 'fails' and 'ptxas-blackwell (release 12.8)' in found['H7']['figure']
+
+
+def test_vllms_own_executor_needs_no_ray_and_an_image_without_triton_is_not_judged_for_ptxas():
+    found = by_rule(report.verdicts({'spark1': dict(node(), serving=serving(
+        dict(PROBE, ray={'error': "No module named 'ray'"}), {'arch': 121, 'error': "ModuleNotFoundError: No module named 'triton'"},
+        executor='mp'))}))
+    assert found['R1']['verdict'] == 'not measured' and "vLLM's own executor runs no Ray" in found['R1']['figure']
+    assert found['N7']['verdict'] == 'holds'
+    assert found['H7']['verdict'] == 'not measured' and "No module named 'triton'" in found['H7']['figure']
+
+
+def test_the_report_keeps_the_probes_answer_not_the_containers_other_output():
+    built = report.build({'spark1': dict(node(), serving=serving())}, 'spark1', '2026-12-06T00:00:00Z')
+    kept = built['nodes']['spark1']['serving']
+    assert 'probe_output' not in kept and kept['probe']['nccl']['version'] == 23007, kept
