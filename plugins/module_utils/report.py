@@ -16,7 +16,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gb10.serving.plugins.module_utils import memory_balance, preflight, serving_image, unified_memory
+from ansible_collections.gb10.serving.plugins.module_utils import memory_balance, preflight, serving_image, status, unified_memory
 
 REPORT_FORMAT = 1
 # Serial numbers, MAC addresses, GPU and board UUIDs and keys never leave the node in a report.
@@ -61,6 +61,14 @@ def _verdict(rule, state, figure):
 
 def _num(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _allreduce(measured):
+    """', all-reduce 187.2 Gb/s (floor 150.0, passed)' of the link check's last measurement; '' when none."""
+    if not measured or not _num(measured.get('busbw_gbit')):
+        return ''
+    return ', all-reduce %.1f Gb/s (floor %s, %s)' % (measured['busbw_gbit'], measured.get('floor_gbit'),
+                                                      'passed' if measured.get('ok') else 'failed')
 
 
 def verdicts(nodes):
@@ -126,8 +134,12 @@ def verdicts(nodes):
     speeds = [h for h in hosts if _num(links[h].get('speed_mbps'))]
     if speeds:
         slow = [h for h in speeds if links[h]['speed_mbps'] < MIN_LINK_MBPS]
-        out.append(_verdict('N5', 'fails' if slow else 'holds', ', '.join(
-            '%s %s Mb/s MTU %s' % (h, links[h]['speed_mbps'], links[h].get('mtu')) for h in speeds)))
+        # The link check's last all-reduce where the node's exporter serves it: one under its floor
+        # (or over another transport) is the wrong wire as much as a slow port.
+        failed = [h for h in speeds if (links[h].get('allreduce') or {}).get('ok') is False]
+        out.append(_verdict('N5', 'fails' if slow or failed else 'holds', ', '.join(
+            '%s %s Mb/s MTU %s%s' % (h, links[h]['speed_mbps'], links[h].get('mtu'), _allreduce(links[h].get('allreduce')))
+            for h in speeds)))
         active = [h for h in speeds if links[h].get('hcas')]
         out.append(_verdict('N1', 'holds' if len(active) == len(speeds) else 'fails', ', '.join(
             '%s %s' % (h, ', '.join(links[h].get('hcas') or []) or 'no RoCE device') for h in speeds)))
@@ -188,7 +200,15 @@ def build(nodes, cluster, generated_at, addresses=False):
         if 'probe_output' in serving:
             # The probe's answer, parsed; the container's other output (the engine's imports') left out.
             serving['probe'] = serving_image.parse_image_probe(serving.pop('probe_output'))
-            nodes[host] = dict(node, serving=serving)
+            nodes[host] = node = dict(node, serving=serving)
+        if 'exporter' in node:
+            # The exporter's page, read as status.yml reads it: the link check's last all-reduce and
+            # the watchdog's last probe, not the page.
+            figures = status.node_figures(node['exporter']) or {}
+            node = dict((k, v) for k, v in node.items() if k != 'exporter')
+            node['link'] = dict(node.get('link') or {}, allreduce=figures.get('link'))
+            node['watchdog'] = figures.get('watchdog')
+            nodes[host] = node
     nodes = redact(nodes, addresses)
     return {'format': REPORT_FORMAT, 'generated_at': generated_at, 'cluster': cluster,
             'nodes': nodes, 'verdicts': verdicts(nodes)}

@@ -112,6 +112,8 @@ def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simu
     for rule in ("H1", "H2", "H3", "H4", "H10", "N1", "N5"):
         assert verdicts[rule]["verdict"] == "holds", verdicts[rule]
     assert "engine running" in verdicts["H4"]["figure"], verdicts["H4"]
+    # The link's figure is also the all-reduce the deploy's link check measured, per node.
+    assert verdicts["N5"]["figure"].count("all-reduce") == 2 and "passed" in verdicts["N5"]["figure"], verdicts["N5"]
     assert report["nodes"][worker]["memory"]["gpu_held_gib"] > 80, report["nodes"][worker]
     assert "| H3 | holds |" in page and "## %s" % worker in page
     # What the engine runs, asked of the head's running serving container: Ray for the Ray executor

@@ -117,3 +117,27 @@ def test_the_report_keeps_the_probes_answer_not_the_containers_other_output():
     built = report.build({'spark1': dict(node(), serving=serving())}, 'spark1', '2026-12-06T00:00:00Z')
     kept = built['nodes']['spark1']['serving']
     assert 'probe_output' not in kept and kept['probe']['nccl']['version'] == 23007, kept
+
+
+# The exporter's page as role link_check's link.prom.j2 and the watchdog's metrics render it.
+LINK_PAGE = '''# HELP gb10_link_allreduce_busbw_gbit All-reduce bus bandwidth this node measured over the cluster link (NaN: no result).
+# TYPE gb10_link_allreduce_busbw_gbit gauge
+gb10_link_allreduce_busbw_gbit{transport="roce",backend="nccl"} %s
+gb10_link_floor_gbit{transport="roce"} 150.0
+gb10_link_tcp_gbit NaN
+gb10_link_check_ok %d
+gb10_link_check_timestamp_seconds 1796000000
+'''
+
+
+@pytest.mark.rule("N5")
+def test_the_link_checks_last_all_reduce_is_the_links_figure_and_one_under_its_floor_fails_n5():
+    built = report.build({'spark1': dict(node(), exporter=LINK_PAGE % ('187.2', 1)),
+                          'spark2': dict(node(), exporter=LINK_PAGE % ('23.5', 0))}, 'spark1', '2026-12-06T00:00:00Z')
+    found = by_rule(built['verdicts'])
+    assert found['N5']['verdict'] == 'fails', found['N5']
+    assert 'spark1 200000 Mb/s MTU 9000, all-reduce 187.2 Gb/s (floor 150.0, passed)' in found['N5']['figure']
+    assert 'spark2 200000 Mb/s MTU 9000, all-reduce 23.5 Gb/s (floor 150.0, failed)' in found['N5']['figure']
+    assert 'exporter' not in built['nodes']['spark1'] and built['nodes']['spark1']['link']['allreduce']['ok'] is True
+    # A node whose exporter did not answer is judged on its port alone.
+    assert by_rule(report.build({'spark1': dict(node(), exporter='')}, 'spark1', 'now')['verdicts'])['N5']['verdict'] == 'holds'
