@@ -102,9 +102,19 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
     return argv
 
 
+# A7: what one request may ask. The gateway bounds a key's requests (rate, concurrency), not what
+# one of them asks: vLLM 0.32 takes up to 16384 choices (`n`) in one request and 1024 prompts in one
+# /v1/completions request (VLLM_MAX_N_SEQUENCES, VLLM_MAX_COMPLETION_PROMPTS in vllm/envs.py; checked
+# in vllm/sampling_params.py and the completion protocol), each up to max-model-len tokens
+# (vllm/entrypoints/serve/utils/api_utils.py, get_max_tokens). Eight of each: a client that wants
+# more asks again, under its key's limits. A recipe's env may set either, for its own reason.
+REQUEST_LIMITS = {'VLLM_MAX_N_SEQUENCES': 8, 'VLLM_MAX_COMPLETION_PROMPTS': 8}
+
+
 def engine_env(profile):
-    """Environment of the engine process: the profile's env plus its device env, as strings."""
-    env = {}
+    """Environment of the engine process: what one request may ask (REQUEST_LIMITS), then the
+    profile's env and its device env, as strings."""
+    env = dict((key, str(value)) for key, value in REQUEST_LIMITS.items())
     for section in ('env', 'device_env'):
         for key, value in profile[section].items():
             env[key] = str(value)

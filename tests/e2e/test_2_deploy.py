@@ -444,6 +444,19 @@ def test_agent_clients_answer_through_the_printed_endpoint_and_stream_token_by_t
     assert len(chunks) > 1 and TINY_ANSWER.strip() in "".join(chunks), chunks
 
 
+@pytest.mark.rule("A7")
+def test_one_request_asking_more_than_eight_choices_or_prompts_is_refused_by_the_engine(sim_cluster, deployed):
+    # Through the gateway with a key: the engine itself refuses what one request may not ask (n, a
+    # prompt list), naming vLLM's own limit, before any token is made; eight of each still answer.
+    client = api_client(sim_cluster)
+    model = client.models.list().data[0].id
+    with pytest.raises(openai.BadRequestError, match="must be at most 8, got 9.*VLLM_MAX_N_SEQUENCES"):
+        client.chat.completions.create(model=model, n=9, max_tokens=1, messages=[{"role": "user", "content": "Hi"}])
+    with pytest.raises(openai.BadRequestError, match="prompt list length 9 exceeds the maximum allowed count of 8"):
+        client.completions.create(model=model, prompt=["Hi"] * 9, max_tokens=1)
+    assert len(client.completions.create(model=model, prompt=["Hi"] * 8, max_tokens=1).choices) == 8
+
+
 @pytest.mark.rule("A1")
 def test_the_printed_curl_answers_when_pasted(sim_cluster, deployed):
     # The summary's "Try it" command, as a user pastes it into a shell on the controller: over TLS

@@ -90,6 +90,16 @@ def test_engine_env_is_env_plus_device_env_as_strings():
     assert 'RAY_memory_monitor_refresh_ms' not in env  # belongs to ray start (ray.env)
 
 
+@pytest.mark.rule("A7")
+def test_every_engine_bounds_what_one_request_asks_and_a_recipe_may_say_otherwise():
+    for name in ('minimax-m27-nvfp4', 'minimax-m27-nvfp4-dp3ep', 'minimax-m3-nvfp4'):
+        env = engine_env(real(name))
+        assert env['VLLM_MAX_N_SEQUENCES'] == '8' and env['VLLM_MAX_COMPLETION_PROMPTS'] == '8', (name, env)
+    profile = dict(real('minimax-m27-nvfp4'))
+    profile['env'] = dict(profile['env'], VLLM_MAX_N_SEQUENCES=32)
+    assert engine_env(profile)['VLLM_MAX_N_SEQUENCES'] == '32'
+
+
 @pytest.mark.rule("S3")
 def test_sglang_multinode_launch_uses_v0512_names():
     argv = sglang_launch_argv(real('minimax-m27-nvfp4'), head_ip='10.0.0.1', node_rank=1)
