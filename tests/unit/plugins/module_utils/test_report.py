@@ -17,10 +17,10 @@ TRITON = {'arch': 121, 'version': '3.6.0', 'path': '/usr/local/lib/python3.12/di
           'realpath': '/usr/local/cuda-13.0/bin/ptxas', 'release': '13.0', 'is_source': True}
 
 
-def serving(probe=PROBE, triton=TRITON, executor='ray'):
+def serving(probe=None, triton=None, executor='ray'):
     return {'container': 'gb10-%s-head' % executor, 'executor': executor, 'image': 'vllm-node:local',
-            'probe_output': 'INFO engine import\nGB10_IMAGE_PROBE %s\n' % json.dumps(probe), 'triton': triton,
-            'transport': 'roce'}
+            'probe_output': 'INFO engine import\nGB10_IMAGE_PROBE %s\n' % json.dumps(probe or PROBE),
+            'triton': TRITON if triton is None else triton, 'transport': 'roce'}
 
 
 def node(**memory):
