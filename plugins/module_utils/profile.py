@@ -61,8 +61,17 @@ OWNED_ARGS = frozenset(('host', 'port', 'uds', 'api-key', 'middleware', 'allowed
                         'allowed-headers', 'allow-credentials', 'root-path', 'disable-fastapi-docs',
                         'enable-ssl-refresh', 'master-addr', 'master-port', 'nnodes', 'node-rank', 'headless',
                         'data-parallel-address', 'data-parallel-rpc-port', 'data-parallel-start-rank',
-                        'data-parallel-size-local'))
+                        'data-parallel-size-local', 'allowed-media-domains', 'allowed-local-media-path'))
 OWNED_ARG_PREFIXES = ('ssl-',)
+# A6: where the engine may fetch a request's media from (image, audio and video URLs: vLLM's
+# --allowed-media-domains). vLLM 0.32 fetches from any host when the list is empty
+# (vllm/multimodal/media/connector.py, MediaConnector), and the engine runs in the head's network: the
+# cluster link, every node's exporter and the head's own services would answer a client's URL. The
+# collection passes the profile's serve.media_domains (host names a site trusts), else the reserved
+# name `invalid` (RFC 6761: it never resolves), so only media inline in the request (data: URLs) is
+# taken; local files never (--allowed-local-media-path is owned and left empty).
+NO_MEDIA_DOMAIN = 'invalid'
+MEDIA_DOMAIN = re.compile(r'^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$')
 ARG_SECTIONS = ('engine_args', 'device_args', 'size_args')
 
 
@@ -310,6 +319,11 @@ def validate_profile(profile, source='<profile>'):
     _need(serve['host'] in LOOPBACK_HOSTS, source, 'serve.host',
           'must be the head\'s loopback (%s), not %r: the engine answers routes without any key, so only '
           'the API gateway (role api_gateway, gb10_api_port) may face clients' % (' or '.join(LOOPBACK_HOSTS), serve['host']))
+
+    domains = serve.get('media_domains', [])
+    _need(isinstance(domains, list) and all(isinstance(d, str) and MEDIA_DOMAIN.match(d) for d in domains), source,
+          'serve.media_domains', 'must be a list of host names (lower case, a dot and a top-level name: no address, '
+          'port, scheme or wildcard), the hosts the engine may fetch a request\'s media from (A6), got %r' % (domains,))
 
     fit = profile.get('fit')
     _need(isinstance(fit, dict) and _is_num(fit.get('overhead_gib')) and fit['overhead_gib'] >= 0, source,

@@ -13,7 +13,7 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.gb10.serving.plugins.module_utils.profile import data_parallel, pipeline
+from ansible_collections.gb10.serving.plugins.module_utils.profile import NO_MEDIA_DOMAIN, data_parallel, pipeline
 
 # SGLang v0.5.12 spells vLLM's fp8 KV dtype explicitly (rule S1).
 SGLANG_KV_DTYPE = {'fp8': 'fp8_e4m3', 'fp8_e4m3': 'fp8_e4m3', 'fp8_e5m2': 'fp8_e5m2', 'auto': 'auto'}
@@ -65,6 +65,8 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
             '--served-model-name', profile['model']['served_name'],
             '--host', serve['host'],
             '--port', str(port or serve['port']),
+            # A6: media only from the hosts the profile names, else none (profile.py, NO_MEDIA_DOMAIN).
+            '--allowed-media-domains'] + list(serve.get('media_domains') or [NO_MEDIA_DOMAIN]) + [
             '--tensor-parallel-size', str(profile['tensor_parallel_size']),
             '--gpu-memory-utilization', _value(profile['gpu_memory_utilization'])]
     if pipeline(profile) > 1:

@@ -58,6 +58,23 @@ def test_rendered_argv_parses_and_values_are_registered(vllm_parser, name, overl
     assert registry_problems(args) == []
 
 
+@pytest.mark.rule("A6")
+@pytest.mark.parametrize('name,overlay', VARIANTS)
+def test_the_engine_fetches_no_media_url_and_reads_no_local_file(vllm_parser, name, overlay):
+    # What the parsed flags give vLLM's own media connector: a client's URL to the head's own network
+    # (a node's exporter) or a local file is refused before anything is fetched.
+    from vllm.multimodal.media.connector import MediaConnector
+    args = parse(vllm_parser, vllm_serve_argv(variant(name, overlay), head_ip='10.0.0.1'))
+    assert args.allowed_media_domains == ['invalid'] and args.allowed_local_media_path == ''
+    connector = MediaConnector(allowed_media_domains=args.allowed_media_domains,
+                               allowed_local_media_path=args.allowed_local_media_path)
+    for url in ('http://127.0.0.1:9101/metrics', 'http://10.0.0.2:8265/'):
+        with pytest.raises(ValueError, match='must be from one of the allowed domains'):
+            connector.load_from_url(url, media_io=None)
+    with pytest.raises(RuntimeError, match='Cannot load local files'):
+        connector.load_from_url('file:///etc/gb10/ray-auth/token', media_io=None)
+
+
 @pytest.mark.rule("V1")
 @pytest.mark.parametrize('name,overlay', VARIANTS)
 def test_engine_env_names_are_known_to_vllm(name, overlay):

@@ -365,9 +365,27 @@ def test_a_model_path_outside_the_models_root_is_refused(path):
                                           ('engine_args', 'api_key'), ('size_args', 'uds'),
                                           ('engine_args', 'allowed-origins'), ('engine_args', 'ssl-keyfile'),
                                           ('engine_args', 'root-path'), ('engine_args', 'master-addr'),
-                                          ('engine_args', 'middleware'), ('device_args', 'data-parallel-address')])
+                                          ('engine_args', 'middleware'), ('device_args', 'data-parallel-address'),
+                                          ('engine_args', 'allowed-media-domains'),
+                                          ('engine_args', 'allowed_local_media_path')])
 def test_a_flag_the_collection_sets_is_refused_in_every_args_section(section, key):
     # vLLM keeps the last of a repeated flag: host 0.0.0.0 after the collection's --host 127.0.0.1 wins.
     raw = _broken(lambda p: (p[section].update({key: '0.0.0.0'}), p['why'].update({'%s.%s' % (section, key): 'x (A1)'})))
     with pytest.raises(P.ProfileError, match=r'%s.%s: is set by the collection itself' % (section, key)):
         P.load('minimax-m27-nvfp4', raw)
+
+
+@pytest.mark.rule("A6")
+@pytest.mark.parametrize('domains', [['127.0.0.1'], ['localhost'], ['*.example.com'], ['https://images.example.com'],
+                                     ['images.example.com:443'], 'images.example.com', ['Images.Example.com'], [['x.io']]])
+def test_a_media_domain_that_is_no_host_name_is_refused_naming_the_field(domains):
+    # An address, a scheme, a port or a wildcard would let the engine fetch from the head's own network.
+    raw = _broken(lambda p: p['serve'].update({'media_domains': domains}))
+    with pytest.raises(P.ProfileError, match=r'serve.media_domains: must be a list of host names'):
+        P.load('minimax-m27-nvfp4', raw)
+
+
+@pytest.mark.rule("A6")
+def test_host_names_a_site_trusts_are_taken_as_the_engines_media_domains():
+    raw = _broken(lambda p: p['serve'].update({'media_domains': ['images.example.com', 'cdn.example.org']}))
+    assert P.load('minimax-m27-nvfp4', raw)['serve']['media_domains'] == ['images.example.com', 'cdn.example.org']

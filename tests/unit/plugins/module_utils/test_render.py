@@ -90,6 +90,18 @@ def test_engine_env_is_env_plus_device_env_as_strings():
     assert 'RAY_memory_monitor_refresh_ms' not in env  # belongs to ray start (ray.env)
 
 
+@pytest.mark.rule("A6")
+def test_the_engine_fetches_media_from_no_host_unless_the_profile_names_its_hosts():
+    argv = vllm_serve_argv(real('minimax-m3-nvfp4'), head_ip='10.0.0.1', master_port=29501)
+    at = argv.index('--allowed-media-domains')
+    assert argv[at + 1] == 'invalid' and argv[at + 2].startswith('--'), argv
+    profile = dict(real('minimax-m27-nvfp4'))
+    profile['serve'] = dict(profile['serve'], media_domains=['images.example.com', 'cdn.example.org'])
+    argv = vllm_serve_argv(profile)
+    at = argv.index('--allowed-media-domains')
+    assert argv[at + 1:at + 3] == ['images.example.com', 'cdn.example.org'] and argv[at + 3].startswith('--'), argv
+
+
 @pytest.mark.rule("A7")
 def test_every_engine_bounds_what_one_request_asks_and_a_recipe_may_say_otherwise():
     for name in ('minimax-m27-nvfp4', 'minimax-m27-nvfp4-dp3ep', 'minimax-m3-nvfp4'):
