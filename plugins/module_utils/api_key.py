@@ -16,6 +16,10 @@ __metaclass__ = type
 # (openssl rand -hex 16) 128 bits, the usual floor for a secret that must stand unlimited
 # guessing. The generated key (roles/api_key) has 48 letters and digits (~285 bits).
 MIN_LENGTH = 32
+# The gateway looks a key up as its Authorization header ("Bearer " and the key) in one nginx hash
+# bucket of 256 bytes (map_hash_bucket_size in roles/api_gateway/templates/gateway.conf.j2): nginx
+# refuses to start with a longer entry, so a key that long would take the front door down.
+MAX_LENGTH = 200
 # A random 32-character hex key has fewer than 8 different characters, or a run over 3/4 of its
 # neighbours, with a chance below one in a million; 'aaaa...', 'abcabc...', '1234...' have them.
 MIN_DISTINCT = 8
@@ -45,6 +49,8 @@ def key_problems(key, min_length=MIN_LENGTH):
     problems = []
     if len(text) < min_length:
         problems.append('it has %d characters, the minimum is %d' % (len(text), min_length))
+    if len(text) > MAX_LENGTH:
+        problems.append('it has %d characters, the most the gateway\'s key lookup holds is %d' % (len(text), MAX_LENGTH))
     if any(not ('!' <= char <= '~') for char in text):
         problems.append('it has a space, a control or a non-ASCII character; it travels in an HTTP '
                         'header (Authorization: Bearer) and the engine\'s environment, so only '
