@@ -67,7 +67,9 @@ def ansible_playbook_args(command):
     return args
 
 
+# `full` (the test budget): the documented jobs' commands, each a drift run the default cases make too.
 @pytest.mark.rule("O3")
+@pytest.mark.full
 def test_the_documented_ci_drift_jobs_pass_on_the_deployed_cluster(serving, run_playbook, tmp_path):
     # docs/ci/ is what users copy into their CI: each job's command must run as written, with the
     # inventory of the Sparks swapped for the simulated one, and publish the report it writes.

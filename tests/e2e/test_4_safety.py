@@ -418,6 +418,9 @@ def test_a_wrong_wire_is_refused_before_the_launch_with_its_figures(sim_manager,
     assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
 
 
+# `full` (the test budget): the rated floor is link_check_eval's unit cases' and molecule/link_check's.
+@pytest.mark.rule("N5")
+@pytest.mark.full
 def test_a_pair_running_at_one_twins_rate_is_refused_with_both_figures(sim_cluster, serving, run_playbook):
     # N5: both twins are up and ACTIVE, every inferred check passes, but the pair moves
     # only what one twin is rated for (a field report: 98 Gb/s on one HCA, 161 on both). The
@@ -656,7 +659,9 @@ def test_a_gated_model_downloads_with_the_hub_token_which_is_never_printed(sim_c
             on_host(host, "rm", "-rf", path)
 
 
+# `full` (the test budget): every default deploy and recovery checks the known answer it expects.
 @pytest.mark.rule("V8")
+@pytest.mark.full
 def test_a_wrong_expected_answer_fails_the_smoke_test_with_both_answers(sim_cluster, serving, run_playbook):
     # The profile's known answer is checked on every run, kept engine included. Expecting
     # the real recipe's answer ("42") from the tiny model is a wrong expected answer: the launch step
@@ -689,7 +694,9 @@ def test_a_wrong_expected_answer_fails_the_smoke_test_with_both_answers(sim_clus
     assert engine_process(head)[:2] == engine_before[:2] and healthy(head)
 
 
+# `full` (the test budget): molecule/api_gateway adds and revokes a client with a reload only.
 @pytest.mark.rule("O2", "A1")
+@pytest.mark.full
 def test_a_revoked_client_key_is_refused_while_the_engine_keeps_serving(sim_cluster, serving, run_playbook):
     # Client keys by name, held by the gateway alone. The gateway step alone adds a
     # client and, run without it, revokes it: a reload, with the engine and Ray untouched.
