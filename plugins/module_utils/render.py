@@ -64,11 +64,12 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
     argv = ['vllm', 'serve', profile['model']['path'],
             '--served-model-name', profile['model']['served_name'],
             '--host', serve['host'],
-            '--port', str(port or serve['port']),
-            # A6: media only from the hosts the profile names, else none (profile.py, NO_MEDIA_DOMAIN).
-            '--allowed-media-domains'] + list(serve.get('media_domains') or [NO_MEDIA_DOMAIN]) + [
-            '--tensor-parallel-size', str(profile['tensor_parallel_size']),
-            '--gpu-memory-utilization', _value(profile['gpu_memory_utilization'])]
+            '--port', str(port or serve['port'])]
+    # A6: media only from the hosts the profile names, else none (profile.py, NO_MEDIA_DOMAIN).
+    argv.append('--allowed-media-domains')
+    argv.extend(serve.get('media_domains') or [NO_MEDIA_DOMAIN])
+    argv.extend(['--tensor-parallel-size', str(profile['tensor_parallel_size']),
+                 '--gpu-memory-utilization', _value(profile['gpu_memory_utilization'])])
     if pipeline(profile) > 1:
         # Stages of whole layers, one per node (three Sparks where heads do not split by 3).
         argv.extend(['--pipeline-parallel-size', str(pipeline(profile))])
