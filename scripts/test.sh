@@ -18,6 +18,7 @@
 #   molecule-sim  (after the lanes) the scenarios that need the simulation: its cluster (ray_cluster, vllm_serve, watchdog; the
 #                 e2e stage runs the same roles on the same cluster through deploy-m27.yml) or its
 #                 serving image (link_check: both ranks on this machine's Docker)
+#   core-next     (after the lanes) the unit suite on the newest supported ansible-core under Python 3.12
 #   e2e cases marked `full` (pytest.ini): link and registry faults that a role run alone shows,
 #                 and the 3-Spark cluster (deploy TP=3, test_5_deploy_tp3.py: about 600 s)
 # Usage: scripts/test.sh [stage ...]   (default: lint sanity publish unit engine molecule e2e; `full`:
@@ -34,7 +35,7 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint sanity publish unit engine molecule e2e)
 e2e_filter=(-m "not full")
 if [ "${stages[*]}" = full ]; then
-  stages=(lint sanity publish unit engine molecule molecule-sim e2e)
+  stages=(lint sanity publish unit engine molecule molecule-sim core-next e2e)
   e2e_filter=()
 fi
 # Scenarios that need the simulation (tests/sim): its cluster as their hosts, or its 4 GB serving
@@ -148,6 +149,27 @@ run_molecule() {
       echo "=== molecule test -s $1 FAILED after $((SECONDS - start)) s; end of $log:"; tail -n 200 "$log"
       exit 255
     fi' _ {}
+}
+
+# The unit suite on the newest ansible-core the collection supports (meta/runtime.yml: 2.20, which
+# needs Python 3.12, what a DGX OS 7 controller installs), in a virtualenv of its own from
+# tests/requirements-core-next.txt; the collection linked as the default lanes link it. About 8
+# minutes on 2 cores. In `full` only.
+run_core-next() {
+  local py cache key venv
+  py=$(command -v python3.12 || true)
+  [ -n "$py" ] || { echo "core-next: python3.12 is not on this machine (Ubuntu 24.04 and Debian's pyenv have it)"; return 1; }
+  cache=${GB10_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gb10-serving/venvs}
+  key=$( { cat tests/requirements-core-next.txt; "$py" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-12)
+  venv=$cache/core-next-$key
+  if [ ! -f "$venv/.gb10-complete" ]; then
+    rm -rf "$venv"
+    "$py" -m venv "$venv"
+    "$venv/bin/pip" install -q -r tests/requirements-core-next.txt
+    touch "$venv/.gb10-complete"
+  fi
+  "$venv/bin/ansible" --version | head -n 1
+  PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q tests/unit
 }
 
 run_molecule-sim() {

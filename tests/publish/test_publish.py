@@ -125,11 +125,11 @@ def runtime():
 
 
 def test_the_supported_ansible_core_range_is_the_same_everywhere():
-    assert runtime()["requires_ansible"] == ">=2.17.0,<2.20.0"
+    assert runtime()["requires_ansible"] == ">=2.17.0,<2.21.0"
     with open(os.path.join(TOP, "requirements.txt")) as f:
-        assert re.search(r"^ansible-core>=2\.17,<2\.20\b", f.read(), re.M)
+        assert re.search(r"^ansible-core>=2\.17,<2\.21\b", f.read(), re.M)
     with open(os.path.join(TOP, "README.md")) as f:
-        assert "ansible-core 2.17 through 2.19" in " ".join(f.read().split())
+        assert "ansible-core 2.17 through 2.20" in " ".join(f.read().split())
 
 
 def test_galaxy_yml_names_the_project_urls():
@@ -155,7 +155,7 @@ def test_ansible_builder_creates_the_execution_environment_context(tmp_path):
     assert "pyyaml" in python.lower() and "jinja2" in python.lower(), python
     assert "openssh" in (build_files / "bindep.txt").read_text()
     recipe = ((context / "Containerfile") if (context / "Containerfile").is_file() else (context / "Dockerfile")).read_text()
-    assert "ansible-core>=2.17,<2.20" in recipe, recipe
+    assert "ansible-core>=2.17,<2.21" in recipe, recipe
 
 
 def test_every_role_is_licensed_as_the_collection():
