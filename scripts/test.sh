@@ -157,8 +157,12 @@ run_molecule() {
 # minutes on 2 cores. In `full` only.
 run_core-next() {
   local py cache key venv
-  py=$(command -v python3.12 || true)
-  [ -n "$py" ] || { echo "core-next: python3.12 is not on this machine (Ubuntu 24.04 and Debian's pyenv have it)"; return 1; }
+  # The first Python 3.12 that runs: on the PATH, or a pyenv version that is not the global one.
+  py=
+  for candidate in python3.12 "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12*/bin/python3.12; do
+    if "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then py=$candidate; break; fi
+  done
+  [ -n "$py" ] || { echo "core-next: no Python 3.12 runs here (on the PATH or under pyenv's versions); install one"; return 1; }
   cache=${GB10_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gb10-serving/venvs}
   key=$( { cat tests/requirements-core-next.txt; "$py" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-12)
   venv=$cache/core-next-$key
@@ -168,7 +172,7 @@ run_core-next() {
     "$venv/bin/pip" install -q -r tests/requirements-core-next.txt
     touch "$venv/.gb10-complete"
   fi
-  "$venv/bin/ansible" --version | head -n 1
+  "$venv/bin/python" -c 'import sys, ansible.release as r; print("ansible-core", r.__version__, "on Python", sys.version.split()[0])'
   PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q tests/unit
 }
 
