@@ -1,14 +1,15 @@
 # Copyright: gb10.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A Ray worker lost under the serving engine (rules N5, R2, O1, H4) on the simulated 2-Spark
-cluster, the way it goes on a Spark whose cluster link loses its addresses:
-- the worker's cluster port loses its address, and the head's second twin its own (half the link
-  gone, which NCCL would not say); Ray's GCS, which reaches the worker's raylet over the
-  link, declares the node dead after its health checks. When the worker's address is back its
-  raylet learns it was declared dead and exits, and its container ends under its rank. Nothing in
-  the test kills anything: that is Ray's own behaviour. drift.yml names N5 on the head (its twin
-  still without its address, port and address named), R2 on the worker (its Ray container
-  stopped) and R5 on the head (Ray shows one node);
+cluster:
+- the worker's Ray container ends under its rank: in the default run as a crash or the OOM killer
+  ends it (its init killed; the watchdog is off here, so nothing starts it again); in `scripts/test.sh
+  full` the way it goes on a Spark whose cluster link loses its addresses: the worker's cluster
+  port loses its address, and the head's second twin its own (half the link gone, which NCCL would
+  not say); Ray's GCS declares the node dead after its health checks, and when the worker's address
+  is back its raylet learns it was declared dead and exits, its container ending under its rank
+  (Ray's own behaviour); drift.yml names N5 on the head (its twin still without its address), R2 on
+  the worker (its Ray container stopped) and R5 on the head (Ray shows one node);
 - the container's end leaves the worker's rank's unified memory held by the driver: nobody plants
   it, the simulated Spark's driver keeps it because the container died under the rank (the fixture
   kit's gb10-gpu-ledger, tests/fixtures/gb10-sim/README.md);
@@ -37,9 +38,9 @@ import time
 
 import pytest
 
-from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PROFILE, TOP,
+from .helpers import (CONTAINER_STOP_TASK, CONVERGED_TASK, ENGINE_STOP_TASK, HEAD, LAUNCH, PLAYBOOK, PROFILE, TOP, WORKER,
                       api_client, assert_succeeded, boot_id, drift, failure_messages, finding_messages, findings,
-                      healthy, leaks, link_state, on_host, paste, user_env, worker_running)
+                      healthy, kill_container_init, leaks, link_state, on_host, paste, user_env, worker_running)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
 pytestmark = pytest.mark.rule("H4", "O1", "O3")
@@ -76,7 +77,9 @@ def wait_for(what, predicate, bound_s):
         time.sleep(5)
 
 
+# `full` (the test budget): the default run ends the worker's container by a crash, in the next case.
 @pytest.mark.rule("N5", "O3")
+@pytest.mark.full
 def test_a_link_that_loses_its_addresses_loses_the_worker_and_drift_names_both(serving, run_playbook):
     # The worker's cluster port loses its address, and the head's second twin its own (
     # half the link gone, which NCCL would not say). Ray's GCS reaches the worker's raylet over
@@ -118,6 +121,25 @@ def restore(lost):
     host, port, address = lost
     subprocess.run(["docker", "exec", host, "ip", "addr", "add", "%s/24" % address, "dev", port],
                    capture_output=True, timeout=60, check=False)
+
+
+@pytest.mark.rule("H4")
+def test_the_workers_container_ended_under_its_rank_leaves_its_memory_held(sim_cluster, request):
+    # In the default run the worker's Ray container ends as a crash or the OOM killer ends it (its init
+    # killed, the watchdog off: nothing starts it again); in `full` the link case above ended it the
+    # way Ray does. Either way nobody plants the leak: the simulated driver keeps the rank's memory
+    # because the container died under it (the fixture kit's ledger, H4), as a Spark's does.
+    head, worker = sim_cluster.hosts
+    before = leaks([worker])[worker]
+    ended = subprocess.run(["docker", "exec", worker, "docker", "inspect", "-f", "{{.State.Status}}", WORKER],
+                           capture_output=True, text=True, timeout=60, check=False).stdout.strip() == "exited"
+    if not ended:
+        request.getfixturevalue("serving")  # a serving cluster first (a no-op after the cases before)
+        assert healthy(head) and worker_running(worker)
+        kill_container_init(worker, WORKER)
+        wait_for("the worker's Ray container ending", lambda: not worker_running(worker), 120)
+        wait_for("the simulated driver keeping the rank's memory", lambda: leaks([worker])[worker] == before + 1, 60)
+    assert leaks([worker])[worker] >= 1
 
 
 @pytest.mark.rule("H4")
