@@ -16,7 +16,8 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gb10.serving.plugins.module_utils import memory_balance, preflight, serving_image, status, unified_memory
+from ansible_collections.gb10.serving.plugins.module_utils import (
+    engine_start, memory_balance, preflight, serving_image, status, unified_memory)
 
 REPORT_FORMAT = 1
 # Serial numbers, MAC addresses, GPU and board UUIDs and keys never leave the node in a report.
@@ -34,8 +35,8 @@ MIN_LINK_MBPS = preflight.MIN_CLUSTER_LINK_MBPS
 # CUDA's free figure is MemFree on a GB10 (unslothai/unsloth PR 10704): the readings agree within
 # their rounding and a driver's few hundred MB.
 CUDA_IS_MEMFREE_GIB = 1.0
-# What the report does not measure yet, said rather than left out.
-NOT_MEASURED = ('V7',)
+# meminfo and CUDA's view, as the page lists them for the reading now and for the clean one.
+MEMORY_FIGURES = ('total_gib', 'available_gib', 'free_gib', 'reclaimable_gib', 'cuda_total_gib', 'cuda_free_gib')
 
 
 def redact(value, addresses=False):
@@ -69,6 +70,23 @@ def _allreduce(measured):
         return ''
     return ', all-reduce %.1f Gb/s (floor %s, %s)' % (measured['busbw_gbit'], measured.get('floor_gbit'),
                                                       'passed' if measured.get('ok') else 'failed')
+
+
+def _pcie(functions):
+    """', PCIe x4 on 4 functions' of each RDMA function's PCIe link; a function narrower than its
+    card is named, since it halves that twin's bandwidth: the board's wiring (an ASUS GX10's second
+    endpoint runs x2 of x4, forums.developer.nvidia.com/t/367853), which the link check's all-reduce
+    then shows. '' when sysfs gave none."""
+    read = dict((dev, link) for dev, link in (functions or {}).items() if link and _num(link.get('width')))
+    if not read:
+        return ''
+    narrow = sorted(dev for dev, link in read.items() if _num(link.get('max_width')) and link['width'] < link['max_width'])
+    widths = sorted(set(link['width'] for link in read.values()))
+    text = ', PCIe %s on %d functions' % ('/'.join('x%d' % w for w in widths), len(read))
+    if narrow:
+        text += ' (%s narrower than the card: %s)' % (
+            ', '.join(narrow), ', '.join('x%d of x%d' % (read[d]['width'], read[d]['max_width']) for d in narrow))
+    return text
 
 
 def verdicts(nodes):
@@ -138,7 +156,8 @@ def verdicts(nodes):
         # (or over another transport) is the wrong wire as much as a slow port.
         failed = [h for h in speeds if (links[h].get('allreduce') or {}).get('ok') is False]
         out.append(_verdict('N5', 'fails' if slow or failed else 'holds', ', '.join(
-            '%s %s Mb/s MTU %s%s' % (h, links[h]['speed_mbps'], links[h].get('mtu'), _allreduce(links[h].get('allreduce')))
+            '%s %s Mb/s MTU %s%s%s' % (h, links[h]['speed_mbps'], links[h].get('mtu'), _pcie(links[h].get('pcie')),
+                                       _allreduce(links[h].get('allreduce')))
             for h in speeds)))
         active = [h for h in speeds if links[h].get('hcas')]
         out.append(_verdict('N1', 'holds' if len(active) == len(speeds) else 'fails', ', '.join(
@@ -147,8 +166,6 @@ def verdicts(nodes):
         out.append(_verdict('N5', 'not measured', 'no link read'))
         out.append(_verdict('N1', 'not measured', 'no link read'))
     out.extend(serving_verdicts(nodes))
-    for rule in NOT_MEASURED:
-        out.append(_verdict(rule, 'not measured', 'not read by this report yet'))
     return out
 
 
@@ -161,7 +178,7 @@ def serving_verdicts(nodes):
     serving = [(h, nodes[h]['serving']) for h in sorted(nodes) if (nodes[h].get('serving') or {}).get('container')]
     if not serving:
         return [_verdict(rule, 'not measured', 'no serving container runs on the head')
-                for rule in ('R1', 'N7', 'H7')]
+                for rule in ('R1', 'N7', 'H7', 'V7')]
     host, found = serving[0]
     where = '%s %s (%s executor)' % (host, found['container'], found.get('executor') or 'ray')
     out = []
@@ -188,7 +205,27 @@ def serving_verdicts(nodes):
     else:
         out.append(_verdict('H7', 'holds' if triton.get('is_source') else 'fails', '%s: Triton %s runs %s (release %s) for sm_%s' % (
             where, triton.get('version'), triton.get('realpath') or triton.get('path'), triton.get('release'), triton.get('arch'))))
+    out.append(_start_verdict(where, found))
     return out
+
+
+def _start_verdict(where, found):
+    """V7: the engine's last start by phase (its log, engine_start.phases) against the readiness
+    wait the deploy gives it (the launch's readiness_timeout_s): a start slower than the wait is a
+    deploy that gives up on an engine that would have come up."""
+    start = found.get('start')
+    wait = found.get('readiness_timeout_s')
+    if not start:
+        return _verdict('V7', 'not measured', '%s: its log holds no engine start' % where)
+    if start.get('ready_after_s') is None:
+        return _verdict('V7', 'not measured', '%s: %s' % (where, engine_start.summary(start)))
+    if not _num(wait):
+        return _verdict('V7', 'not measured', '%s: %s; no launch record gives the deploy\'s wait' % (
+            where, engine_start.summary(start)))
+    slow = start['ready_after_s'] > wait
+    return _verdict('V7', 'fails' if slow else 'holds', '%s: %s, %s the deploy\'s wait of %d s%s' % (
+        where, engine_start.summary(start), 'over' if slow else 'within', wait,
+        ': raise the profile\'s readiness_timeout_s' if slow else ''))
 
 
 def build(nodes, cluster, generated_at, addresses=False):
@@ -200,6 +237,10 @@ def build(nodes, cluster, generated_at, addresses=False):
         if 'probe_output' in serving:
             # The probe's answer, parsed; the container's other output (the engine's imports') left out.
             serving['probe'] = serving_image.parse_image_probe(serving.pop('probe_output'))
+            nodes[host] = node = dict(node, serving=serving)
+        if 'start_log' in serving:
+            # The engine's last start by phase, not its log's lines.
+            serving['start'] = engine_start.phases(serving.pop('start_log'))
             nodes[host] = node = dict(node, serving=serving)
         if 'exporter' in node:
             # The exporter's page, read as status.yml reads it: the link check's last all-reduce and
@@ -223,13 +264,29 @@ def markdown(report):
     for item in report['verdicts']:
         lines.append('| %s | %s | %s |' % (item['rule'], item['verdict'], str(item['figure']).replace('|', '/')))
     for host in sorted(report['nodes']):
+        bench = (report['nodes'][host].get('serving') or {}).get('benchmark')
+        if bench and bench.get('levels'):
+            lines += ['', '## A short benchmark through the front door', '',
+                      '%s, prompts of %s tokens, %s generated per request, from the controller.'
+                      % (bench.get('model'), bench.get('prefill_tokens'), bench.get('generate_tokens')), '',
+                      '| concurrency | requests | output tok/s | mean TTFT s | mean TPOT ms | tok/s per request |',
+                      '|---|---|---|---|---|---|']
+            for level in bench['levels']:
+                lines.append('| %s | %s | %s | %s | %s | %s |' % (
+                    level.get('concurrency'), level.get('requests'), level.get('output_tok_per_s'),
+                    level.get('mean_ttft_s'), level.get('mean_tpot_ms'), level.get('per_request_tok_per_s')))
+    for host in sorted(report['nodes']):
         node = report['nodes'][host]
         lines += ['', '## %s' % host, '']
         memory = node.get('memory') or {}
-        for key in ('total_gib', 'available_gib', 'free_gib', 'reclaimable_gib', 'cuda_total_gib', 'cuda_free_gib',
-                    'processes_gib', 'locked_gib', 'gpu_held_gib', 'unaccounted_gib', 'leak_gib', 'leaked'):
+        for key in MEMORY_FIGURES + ('processes_gib', 'locked_gib', 'gpu_held_gib', 'unaccounted_gib', 'leak_gib', 'leaked'):
             if key in memory:
                 lines.append('- memory %s: %s' % (key, memory[key]))
+        clean = (memory.get('baseline') or {}).get('reading')
+        if clean:
+            # Without the engine: the clean reading that made the node's baseline (module unified_memory).
+            lines.append('- memory without the engine (the clean reading of %s): %s' % (
+                memory['baseline'].get('recorded_at'), ', '.join('%s %s' % (k, clean[k]) for k in MEMORY_FIGURES if k in clean)))
         for key in sorted(k for k in node if k != 'memory'):
             lines.append('- %s: %s' % (key, node[key]))
     return '\n'.join(lines) + '\n'

@@ -153,12 +153,30 @@ def parse_rate(text):
         return None
 
 
+def read_pcie(device_dir):
+    """The PCIe link of an RDMA device's function (<dev>/device is the PCI device's sysfs folder):
+    its negotiated and its capable speed and width, as `lspci -vv` prints LnkSta and LnkCap. A DGX
+    Spark's four ConnectX-7 functions each negotiate Gen5 x4 (32 GT/s; ServeTheHome, "The NVIDIA GB10
+    ConnectX-7 200GbE Networking is Really Different"), one x4 link per QSFP twin, which is why one
+    twin tops out near 100 Gb/s; an ASUS Ascent GX10's second endpoint negotiates x2 and halves that
+    twin (forums.developer.nvidia.com/t/367853). None where sysfs has no link figures."""
+    width = _int_or_none(_read(os.path.join(device_dir, 'current_link_width')))
+    if width is None:
+        return None
+    return {'speed': _read(os.path.join(device_dir, 'current_link_speed')),
+            'width': width,
+            'max_speed': _read(os.path.join(device_dir, 'max_link_speed')),
+            'max_width': _int_or_none(_read(os.path.join(device_dir, 'max_link_width')))}
+
+
 def read_rdma(sys_root):
-    """Every RDMA device port under <sys_root>/class/infiniband with its GIDs."""
+    """Every RDMA device port under <sys_root>/class/infiniband with its GIDs and its function's
+    PCIe link."""
     base = os.path.join(sys_root, 'class', 'infiniband')
     ports = []
     for dev in _listdir(base):
         own_netdevs = _listdir(os.path.join(base, dev, 'device', 'net'))
+        pcie = read_pcie(os.path.join(base, dev, 'device'))
         for port in _listdir(os.path.join(base, dev, 'ports')):
             pdir = os.path.join(base, dev, 'ports', port)
             state = _read(os.path.join(pdir, 'state')) or ''
@@ -187,6 +205,7 @@ def read_rdma(sys_root):
                 'link_layer': _read(os.path.join(pdir, 'link_layer')),
                 'netdev': own_netdevs[0] if own_netdevs else None,
                 'gids': gids,
+                'pcie': pcie,
             })
     return ports
 

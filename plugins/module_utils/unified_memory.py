@@ -73,6 +73,8 @@ MAX_BASELINE_CUDA_OFFSET_GIB = 1.0
 # /var/lib/gb10 read-only, so it reads the same file).
 DEFAULT_BASELINE_FILE = '/var/lib/gb10/memory/baseline.json'
 BASELINE_MODES = ('never', 'if_missing', 'replace')
+# What a baseline keeps of the clean reading that made it (meminfo and CUDA's view, GiB).
+CLEAN_READING = ('total_gib', 'available_gib', 'free_gib', 'reclaimable_gib', 'cuda_total_gib', 'cuda_free_gib')
 KERNEL_FIELDS = ('SUnreclaim', 'KernelStack', 'PageTables', 'SecPageTables')
 # Mlocked: pages a process pinned (the engine's containers run with IPC_LOCK). Locked file pages are
 # in use and not reclaimable, yet in neither AnonPages nor Shmem; counting every locked page as a
@@ -212,7 +214,11 @@ def baseline_to_record(figures, mode, reason, now=None):
         # Not what a clean GB10 shows: memory is held that a baseline must not make normal.
         return None
     stamp = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))
-    return {'cuda_offset_gib': max(figures['cuda_offset_gib'], 0.0), 'recorded_at': stamp, 'reason': reason}
+    # The clean reading itself, kept beside the offset: the node's meminfo and CUDA's view with no
+    # engine, which the conformance report gives next to the reading while it serves.
+    reading = dict((key, figures[key]) for key in CLEAN_READING if figures.get(key) is not None)
+    return {'cuda_offset_gib': max(figures['cuda_offset_gib'], 0.0), 'recorded_at': stamp, 'reason': reason,
+            'reading': reading}
 
 
 def baseline_text(record):

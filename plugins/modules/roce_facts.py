@@ -202,7 +202,14 @@ rdma:
       description: Non-zero GIDs with index, gid, type, ndev and ipv4 (null when not IPv4-mapped).
       type: list
       elements: dict
-  sample: [{device: rocep1s0f1, port: 1, state: "4: ACTIVE", active: true, rate_gbps: 200.0, link_layer: Ethernet, netdev: enp1s0f1np1, gids: []}]
+    pcie:
+      description:
+        - The PCIe link of the device's function as sysfs shows it (C(current_link_speed), C(current_link_width),
+          C(max_link_speed), C(max_link_width) of C(<dev>/device)), what C(lspci -vv) prints as LnkSta and LnkCap.
+        - A DGX Spark's functions each run Gen5 x4; a narrower one halves that twin's bandwidth. Null where sysfs has none.
+      type: dict
+  sample: [{device: rocep1s0f1, port: 1, state: "4: ACTIVE", active: true, rate_gbps: 200.0, link_layer: Ethernet, netdev: enp1s0f1np1, gids: [],
+            pcie: {speed: "32.0 GT/s PCIe", width: 4, max_speed: "32.0 GT/s PCIe", max_width: 4}}]
 interfaces:
   description: MTU, speed and operstate of every net device named by a GID, a port or an address.
   returned: always

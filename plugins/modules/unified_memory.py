@@ -225,7 +225,11 @@ healthy_offset_source:
   type: str
   sample: baseline
 baseline:
-  description: The node's baseline record as read before this run (C(cuda_offset_gib), C(recorded_at), C(reason)); null when it has none.
+  description:
+    - The node's baseline record as read before this run (C(cuda_offset_gib), C(recorded_at), C(reason)); null when it has none.
+    - Records written since the conformance report gives the node without its engine also hold C(reading), the clean
+      reading's meminfo and CUDA figures (C(total_gib), C(available_gib), C(free_gib), C(reclaimable_gib), C(cuda_total_gib),
+      C(cuda_free_gib)).
   returned: always
   type: dict
   sample: {cuda_offset_gib: 0.02, recorded_at: "2026-12-02T13:10:00Z", reason: first clean measurement}

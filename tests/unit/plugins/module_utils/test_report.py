@@ -141,3 +141,67 @@ def test_the_link_checks_last_all_reduce_is_the_links_figure_and_one_under_its_f
     assert 'exporter' not in built['nodes']['spark1'] and built['nodes']['spark1']['link']['allreduce']['ok'] is True
     # A node whose exporter did not answer is judged on its port alone.
     assert by_rule(report.build({'spark1': dict(node(), exporter='')}, 'spark1', 'now')['verdicts'])['N5']['verdict'] == 'holds'
+
+
+def pcie(p2_width=4):
+    # Each ConnectX-7 function's PCIe link as roce_facts reads it: Gen5 x4 on a DGX Spark; an ASUS
+    # GX10's P2 endpoint x2 of x4 (forums.developer.nvidia.com/t/367853).
+    return dict((dev, {'speed': '32.0 GT/s PCIe', 'width': p2_width if dev.startswith('roceP2') else 4,
+                       'max_speed': '32.0 GT/s PCIe', 'max_width': 4})
+                for dev in ('rocep1s0f0', 'rocep1s0f1', 'roceP2p1s0f0', 'roceP2p1s0f1'))
+
+
+@pytest.mark.rule("N5")
+def test_each_functions_pcie_width_is_in_the_links_figure_and_a_narrowed_one_is_named():
+    spark = node()
+    gx10 = node()
+    gx10['link'] = dict(gx10['link'], pcie=pcie(p2_width=2))
+    spark['link'] = dict(spark['link'], pcie=pcie())
+    found = by_rule(report.verdicts({'spark1': spark, 'gx10': gx10}))
+    assert 'spark1 200000 Mb/s MTU 9000, PCIe x4 on 4 functions' in found['N5']['figure'], found['N5']
+    assert ('gx10 200000 Mb/s MTU 9000, PCIe x2/x4 on 4 functions (roceP2p1s0f0, roceP2p1s0f1 narrower than the '
+            'card: x2 of x4, x2 of x4)') in found['N5']['figure'], found['N5']
+    # The board's wiring halves a twin, which the link check's all-reduce judges; the width alone fails nothing.
+    assert found['N5']['verdict'] == 'holds'
+
+
+# The engine's log as engine_start reads it (the lines its start_log entry point keeps).
+START_LOG = '''gb10-engine: starting 2026-12-06T10:00:00Z
+(EngineCore pid=90) INFO 12-06 10:03:10 [core.py:386] init engine (profile, create kv cache, warmup model) took 180.00 s (compilation: 95.00 s)
+(APIServer pid=70) INFO 12-06 10:03:14 [entry.py:140] Starting vLLM server on http://127.0.0.1:8000
+'''
+
+
+@pytest.mark.rule("V7")
+def test_the_engines_start_is_judged_against_the_deploys_readiness_wait():
+    def v7(**fields):
+        built = report.build({'spark1': dict(node(), serving=dict(serving(), **fields))}, 'spark1', 'now')
+        return by_rule(built['verdicts'])['V7'], built['nodes']['spark1']['serving']
+    found, kept = v7(start_log=START_LOG, readiness_timeout_s=1800)
+    assert found['verdict'] == 'holds', found
+    assert 'ready 194 s after the start of 2026-12-06T10:00:00Z (engine init 180.0 s), within the deploy\'s wait of 1800 s' in found['figure']
+    assert 'start_log' not in kept and kept['start']['engine_init_s'] == 180.0
+    # A wait shorter than the start: the deploy would give up on an engine that comes up.
+    slow, unused = v7(start_log=START_LOG, readiness_timeout_s=120)
+    assert slow['verdict'] == 'fails' and "over the deploy's wait of 120 s: raise the profile's readiness_timeout_s" in slow['figure']
+    # Still starting, no start in the log, no launch record: said, not judged.
+    assert v7(start_log=START_LOG.splitlines()[0], readiness_timeout_s=1800)[0]['verdict'] == 'not measured'
+    assert 'holds no engine start' in v7(start_log='', readiness_timeout_s=1800)[0]['figure']
+    assert v7(start_log=START_LOG)[0]['verdict'] == 'not measured'
+    # No serving container: V7 with the others.
+    assert by_rule(report.verdicts({'spark1': node()}))['V7']['verdict'] == 'not measured'
+
+
+def test_the_page_shows_the_short_benchmark_and_the_node_without_its_engine():
+    bench = {'model': 'minimax-m27', 'prefill_tokens': 512, 'generate_tokens': 64,
+             'levels': [{'concurrency': 1, 'requests': 3, 'output_tok_per_s': 26.4, 'mean_ttft_s': 0.71,
+                         'mean_tpot_ms': 37.2, 'per_request_tok_per_s': 25.1}]}
+    clean = {'total_gib': 119.7, 'available_gib': 115.85, 'free_gib': 103.25, 'cuda_free_gib': 103.25}
+    serving_node = node(gpu_workload=True, free_gib=12.0, cuda_free_gib=12.0,
+                        baseline={'cuda_offset_gib': 0.0, 'recorded_at': '2026-12-05T08:00:00Z', 'reading': clean})
+    page = report.markdown(report.build({'spark1': dict(serving_node, serving=dict(serving(), benchmark=bench))},
+                                        'spark1', 'now'))
+    assert '| 1 | 3 | 26.4 | 0.71 | 37.2 | 25.1 |' in page and 'minimax-m27, prompts of 512 tokens, 64 generated' in page
+    assert ('memory without the engine (the clean reading of 2026-12-05T08:00:00Z): total_gib 119.7, available_gib '
+            '115.85, free_gib 103.25, cuda_free_gib 103.25') in page
+    assert 'memory free_gib: 12.0' in page

@@ -1,4 +1,5 @@
 import ipaddress
+import shutil
 
 import pytest
 
@@ -46,6 +47,23 @@ def test_read_rdma_sees_states_types_and_netdevs(fixture_path):
         (0, 'IB/RoCE v1', None), (1, 'RoCE v2', None),
         (2, 'IB/RoCE v1', '192.168.100.10'), (3, 'RoCE v2', '192.168.100.10')]
     assert not ports['rocep1s0f0']['active']
+
+
+def test_read_rdma_reads_each_functions_pcie_link(fixture_path, tmp_path):
+    # A DGX Spark's four ConnectX-7 functions each negotiate Gen5 x4 (the fixture's files, as sysfs
+    # writes them); an ASUS GX10's second endpoint x2 of x4 (forums.developer.nvidia.com/t/367853).
+    root = tmp_path / 'sys'
+    shutil.copytree(fixture_path('sysfs', 'direct-pair', 'spark1'), str(root))
+    ports = dict((p['device'], p) for p in read_rdma(str(root)))
+    assert [ports[d]['pcie'] for d in sorted(ports)] == [
+        {'speed': '32.0 GT/s PCIe', 'width': 4, 'max_speed': '32.0 GT/s PCIe', 'max_width': 4}] * 4
+    (root / 'class/infiniband/roceP2p1s0f1/device/current_link_width').write_text('2\n')
+    narrowed = dict((p['device'], p) for p in read_rdma(str(root)))
+    assert (narrowed['roceP2p1s0f1']['pcie']['width'], narrowed['roceP2p1s0f1']['pcie']['max_width']) == (2, 4)
+    assert narrowed['rocep1s0f1']['pcie']['width'] == 4
+    # A tree without the link files (a virtual function, an older kernel) says none rather than guessing.
+    (root / 'class/infiniband/rocep1s0f1/device/current_link_width').unlink()
+    assert dict((p['device'], p) for p in read_rdma(str(root)))['rocep1s0f1']['pcie'] is None
 
 
 def test_direct_pair_gets_gid_3_both_halves_and_roce_env(fixture_path):
@@ -100,7 +118,6 @@ def test_twins_on_their_own_subnets_are_both_hcas(fixture_path, tmp_path):
     # ACTIVE twin with a RoCE v2 IPv4 GID, not only the one in the cluster subnet (98 -> 161 Gb/s
     # in a field report going from one HCA to both).
     import json
-    import shutil
     root = tmp_path / 'spark1'
     shutil.copytree(fixture_path('sysfs', 'direct-pair', 'spark1'), str(root))
     twin = '0000:0000:0000:0000:0000:ffff:c0a8:650b'  # 192.168.101.11

@@ -133,8 +133,12 @@ def test_only_a_clean_reading_becomes_the_baseline():
     fields = meminfo(115.2)
     clean = reading(fields, gb10_cuda(fields, offset_gib=0.3))
     record = baseline_to_record(clean, 'if_missing', 'first clean measurement', now=0)
-    assert record == {'cuda_offset_gib': 0.3, 'recorded_at': '1970-01-01T00:00:00Z',
-                      'reason': 'first clean measurement'}
+    assert dict((k, v) for k, v in record.items() if k != 'reading') == {
+        'cuda_offset_gib': 0.3, 'recorded_at': '1970-01-01T00:00:00Z', 'reason': 'first clean measurement'}
+    # The clean reading itself is kept: the node without an engine, as the report gives it.
+    assert record['reading'] == dict((k, clean[k]) for k in (
+        'total_gib', 'available_gib', 'free_gib', 'reclaimable_gib', 'cuda_total_gib', 'cuda_free_gib'))
+    assert record['reading']['cuda_free_gib'] == clean['cuda_free_gib'] < record['reading']['free_gib']
     assert baseline_to_record(clean, 'never', '') is None
     # A node that leaked before the collection first saw it: its leak is not its normal.
     leaked = reading(fields, gb10_cuda(fields, leak_gib=33.0))

@@ -347,14 +347,19 @@ def test_the_kit_installs_as_the_field_report_and_takes_a_real_sparks_report(kit
     assert abs(fresh['reclaimable_gib'] - shipped['nodes']['spark']['memory']['reclaimable_gib']) < 0.2, fresh
     # A report a Spark's owner ran: a poorer node with more cache, a leak and another driver.
     memory = {'total_gib': 119.7, 'processes_gib': 19.0, 'reclaimable_gib': 40.0, 'leak_gib': 33.0}
+    # Its P2 ConnectX-7 endpoint negotiated x2 of x4, as an ASUS GX10's does (forums.developer.nvidia.com/t/367853).
+    pcie = dict((dev, {'speed': '32.0 GT/s PCIe', 'width': 2 if dev.startswith('roceP2') else 4, 'max_width': 4})
+                for dev in ('rocep1s0f0', 'rocep1s0f1', 'roceP2p1s0f0', 'roceP2p1s0f1'))
     report = {'format': 1, 'nodes': {'spark-b': {'memory': memory, 'driver_version': '580.173.02',
-                                                 'override_present': False}}}
+                                                 'override_present': False, 'link': {'pcie': pcie}}}}
     path = tmp_path / 'theirs.json'
     path.write_text(json.dumps(report))
     assert kit.run('gb10-sim-from-report', str(path), 'spark-b').returncode == 0
     theirs = run_module(unified_memory.main, kit.args())[1]
     assert theirs['driver_version'] == '580.173.02' and theirs['leaked'] and theirs['processes_gib'] > 19, theirs
     assert 39 < theirs['reclaimable_gib'] < 41, theirs
+    state = dict(line.split('=', 1) for line in (kit.path / 'var' / 'lib' / 'gb10-sim' / 'state').read_text().split())
+    assert (state['pcie_width_p1'], state['pcie_width_p2']) == ('4', '2'), state
     assert kit.run('gb10-sim-from-report', str(path), 'nobody').returncode == 2
 
 
