@@ -87,20 +87,25 @@ def node_state(host):
             on_host(host, "sh", "-c", "ls -la /etc/modprobe.d /etc/gb10 /var/lib/gb10 2>/dev/null | sort"))
 
 
-@pytest.mark.rule("H2", "H3", "H4", "H10", "N1", "N5")
+@pytest.mark.rule("H2", "H3", "H4", "H10", "N1", "N5", "V7")
 def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simulated_spark(
         sim_cluster, deployed, run_playbook, tmp_path):
     # playbooks/report.yml on the cluster while it serves: check mode and a real run change nothing
     # on a node; the real run writes the JSON and the page; the fixture kit takes the JSON's worker
     # as a simulated Spark, on which the deploys after this test serve.
     head, worker = sim_cluster.hosts
+    # The worker's second ConnectX-7 endpoint negotiates x2 of its x4, as an ASUS GX10's does
+    # (forums.developer.nvidia.com/t/367853): the report names it.
+    on_host(worker, "/opt/gb10-sim/bin/gb10-sim-set", "pcie_width_p2=2")
     before = {h: node_state(h) for h in sim_cluster.hosts}
+    # The short benchmark sized for the simulation's tiny model (the path, not speed).
+    sizes = {"report_benchmark_prefill_tokens": 64, "report_benchmark_generate_tokens": 8, "report_benchmark_requests": 2}
     checked = run_playbook("playbooks/report.yml", sim_cluster.inventory, check=True, timeout=900,
-                           extravars={"report_dir": str(tmp_path / "check")})
+                           extravars=dict(sizes, report_dir=str(tmp_path / "check")))
     assert_succeeded(checked, sim_cluster.hosts)
     assert all(stats["changed"] == 0 for stats in checked.stats.values()), checked.stats
     result = run_playbook("playbooks/report.yml", sim_cluster.inventory, timeout=900,
-                          extravars={"report_dir": str(tmp_path / "reports")})
+                          extravars=dict(sizes, report_dir=str(tmp_path / "reports")))
     assert_succeeded(result, sim_cluster.hosts)
     assert all(stats["changed"] == 0 for stats in result.stats.values()), result.stats
     assert {h: node_state(h) for h in sim_cluster.hosts} == before
@@ -123,6 +128,22 @@ def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simu
     assert verdicts["N7"]["verdict"] == "holds" and "the engine loads NCCL 2.31.2" in verdicts["N7"]["figure"], verdicts["N7"]
     assert verdicts["H7"]["verdict"] == "not measured" and "triton" in verdicts["H7"]["figure"], verdicts["H7"]
     assert report["nodes"][head]["serving"]["probe"]["nccl"]["kind"] == "system", report["nodes"][head]["serving"]
+    # The engine's last start by phase, from its log, within the wait the deploy gives it (V7).
+    assert verdicts["V7"]["verdict"] == "holds" and "within the deploy's wait of" in verdicts["V7"]["figure"], verdicts["V7"]
+    start = report["nodes"][head]["serving"]["start"]
+    assert 0 < start["ready_after_s"] < 600 and start["weights_s"] >= 0 and start["engine_init_s"] > 0, start
+    # Each ConnectX-7 function's PCIe link: the head's at x4, the worker's narrowed endpoint named.
+    assert "%s 200000 Mb/s MTU 9000, PCIe x4 on 4 functions" % head in verdicts["N5"]["figure"], verdicts["N5"]
+    assert "roceP2p1s0f0, roceP2p1s0f1 narrower than the card: x2 of x4" in verdicts["N5"]["figure"], verdicts["N5"]
+    # A short benchmark through the front door, from the controller, with the client key.
+    bench = report["nodes"][head]["serving"]["benchmark"]
+    assert bench["endpoint"] == "https://%s:%d/v1" % (sim_cluster.ips[head], API_PORT), bench
+    assert [level["concurrency"] for level in bench["levels"]] == [1] and bench["levels"][0]["output_tokens"] >= 16, bench
+    assert "## A short benchmark through the front door" in page
+    # Each node without its engine: the clean reading its baseline was made from, before the deploy's launch.
+    assert all(report["nodes"][h]["memory"]["baseline"]["reading"]["cuda_free_gib"]
+               > report["nodes"][h]["memory"]["cuda_free_gib"] + 80 for h in sim_cluster.hosts), report["nodes"]
+    assert "memory without the engine (the clean reading of" in page
     # Addresses are left out unless asked for.
     assert sim_cluster.cluster_ips[head] not in json.dumps(report)
     # The loop closes: the worker becomes the node the report measured (its cache, services, driver).
@@ -134,6 +155,8 @@ def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simu
     assert abs(float(state["cache_gib"]) - measured["reclaimable_gib"]) < 0.01, (state, measured)
     assert state["driver_version"] == report["nodes"][worker]["driver_version"], state
     assert abs(float(state["services_gib"]) - measured["processes_gib"]) < 0.01, (state, measured)
+    assert (state["pcie_width_p1"], state["pcie_width_p2"]) == ("4", "2"), state
+    on_host(worker, "/opt/gb10-sim/bin/gb10-sim-set", "pcie_width_p2=4")
 
 
 STATUS_TASK = "Show the status"
