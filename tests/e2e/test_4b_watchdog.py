@@ -11,8 +11,9 @@
   checked, with no command from the controller;
 - after the power cut, a real Prometheus (Debian's), started with the command the launch printed,
   scrapes every node's exporter (back with its node) and the engine (rule O6): the figures are the
-  unified_memory module's, a leak planted on the worker shows on the worker alone, and every series
-  of the collection's Grafana dashboard has data;
+  unified_memory module's, a leak planted on the worker shows on the worker alone, every series
+  of the collection's Grafana dashboard has data, and it evaluates the cluster's alert rules with
+  none of the engine's, the memory's or the watchdog's firing;
 - the worker's Ray container dying under its rank (the engine killed hard on one host): the
   watchdog reads the leak from that node's exporter, has only it reboot itself through the cluster
   SSH gate (reboot-if-leaked: its own reading, H4; its next kernel's NVIDIA modules, H1), waits for it,
@@ -230,10 +231,28 @@ def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(wa
             assert by_node(name) == {h: last_link_check(h)[name] for h in watchdog.hosts}, name
         assert by_node("gb10_engine_answering") == {head: 1.0}
         assert by_node("gb10_watchdog_restart_budget_left") == {head: 2.0}
+        # The alert rules the configuration loads (rule_files, written beside it): Prometheus evaluates
+        # every one over these series without an error, and the serving cluster fires none of the
+        # engine's, the memory's or the watchdog's (promtool's unit cases show each one firing).
+        wait_for("every alert rule evaluated", lambda: alert_rules(port) and all(
+            rule["health"] == "ok" for rule in alert_rules(port).values()), 60)
+        assert set(alert_rules(port)) == {"GB10EngineDown", "GB10KnownAnswerWrong", "GB10UnifiedMemoryLeaked",
+                                          "GB10RestartBudgetSpent", "GB10LinkUnderFloor", "GB10MemoryLow",
+                                          "GB10ScrapeDown"}, alert_rules(port)
+        firing = {r["metric"]["alertname"] for r in query('ALERTS{alertstate="firing"}')}
+        assert not firing & {"GB10EngineDown", "GB10KnownAnswerWrong", "GB10UnifiedMemoryLeaked",
+                             "GB10RestartBudgetSpent", "GB10ScrapeDown"}, firing
     finally:
         prometheus.terminate()
         prometheus.wait(timeout=60)
         log.close()
+
+
+def alert_rules(port):
+    """{alert name: rule} of the gb10-serving group, as Prometheus's own API reports its rules."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/api/v1/rules" % port, timeout=10) as answer:
+        groups = json.load(answer)["data"]["groups"]
+    return {rule["name"]: rule for group in groups if group["name"] == "gb10-serving" for rule in group["rules"]}
 
 
 def scrape_targets(port):
