@@ -6,7 +6,8 @@
 Shape of the field reports: prompts of PREFILL tokens, GENERATE tokens out (ignore_eos, so every
 request produces exactly that many), at each concurrency level; every request's prompt starts with
 a word of its own, so that the prefix cache cannot serve it. Streams every response to time
-the first token. Uses the `openai` client from PyPI. Bounded: each level sends
+the first token; reports each level's mean and its p50/p90/p99 time to first token and time per
+output token, and, given an earlier run's JSON, each level's change against it. Uses the `openai` client from PyPI. Bounded: each level sends
 `requests_per_level` requests, each with a timeout. Writes JSON and prints a table.
 """
 import argparse
@@ -65,6 +66,34 @@ async def one_request(client, model, prompt, generate):
             'tpot_s': (end - (first or end)) / max(out_tokens - 1, 1)}
 
 
+def percentiles(values, points=(50, 90, 99)):
+    """{'p50': ..., 'p90': ..., 'p99': ...} of the values, by linear interpolation between the
+    closest ranks (numpy's default, what vLLM's `vllm bench serve` and llama-benchy report); a single
+    value is every percentile."""
+    ordered = sorted(values)
+    out = {}
+    for point in points:
+        rank = (len(ordered) - 1) * point / 100.0
+        low = int(rank)
+        high = min(low + 1, len(ordered) - 1)
+        out['p%d' % point] = ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    return out
+
+
+def change(previous, rows):
+    """Each level's output tok/s and mean TTFT against the same concurrency of a previous run's
+    JSON (its 'levels'): [(concurrency, tok/s before, now, percent change, TTFT before, now)]."""
+    before = dict((level['concurrency'], level) for level in (previous or {}).get('levels') or [])
+    out = []
+    for row in rows:
+        old = before.get(row['concurrency'])
+        if old and old.get('output_tok_per_s'):
+            out.append((row['concurrency'], old['output_tok_per_s'], row['output_tok_per_s'],
+                        round(100.0 * (row['output_tok_per_s'] - old['output_tok_per_s']) / old['output_tok_per_s'], 1),
+                        old.get('mean_ttft_s'), row['mean_ttft_s']))
+    return out
+
+
 async def level(client, model, prompts, generate, concurrency, total):
     gate = asyncio.Semaphore(concurrency)
 
@@ -80,6 +109,8 @@ async def level(client, model, prompts, generate, concurrency, total):
     results = await asyncio.gather(*(gated(i) for i in range(total)))
     wall = time.perf_counter() - start
     out = sum(r['output_tokens'] for r in results)
+    ttft = percentiles([r['ttft_s'] for r in results])
+    tpot = percentiles([1000 * r['tpot_s'] for r in results])
     return {
         'concurrency': concurrency,
         'requests': total,
@@ -90,6 +121,8 @@ async def level(client, model, prompts, generate, concurrency, total):
         'mean_tpot_ms': round(1000 * statistics.mean(r['tpot_s'] for r in results), 2),
         'per_request_tok_per_s': round(statistics.mean(
             r['output_tokens'] / r['latency_s'] for r in results), 2),
+        'ttft_s': dict((k, round(v, 3)) for k, v in ttft.items()),
+        'tpot_ms': dict((k, round(v, 2)) for k, v in tpot.items()),
     }
 
 
@@ -110,16 +143,27 @@ async def main(args):
         rows.append(await level(client, model, prompts, args.generate, concurrency, total))
     report = {'endpoint': args.base_url, 'model': model, 'prefill_tokens': measured,
               'generate_tokens': args.generate, 'levels': rows}
+    previous = None
+    if args.previous:
+        with open(args.previous) as handle:
+            previous = json.load(handle)
+        report['previous'] = args.previous
+        report['change'] = [dict(zip(('concurrency', 'tok_per_s_before', 'tok_per_s', 'percent', 'ttft_s_before', 'ttft_s'), c))
+                            for c in change(previous, rows)]
     with open(args.output, 'w') as handle:
         json.dump(report, handle, indent=2)
     print('model %s, prompt %d tokens, %d generated per request'
           % (model, measured, args.generate))
-    print('%11s %8s %8s %12s %10s %10s %14s'
-          % ('concurrency', 'requests', 'wall_s', 'out_tok/s', 'ttft_s', 'tpot_ms', 'tok/s/request'))
+    print('%11s %8s %8s %12s %10s %10s %10s %10s %14s'
+          % ('concurrency', 'requests', 'wall_s', 'out_tok/s', 'ttft_p50', 'ttft_p99', 'tpot_p50', 'tpot_p99', 'tok/s/request'))
     for r in rows:
-        print('%11d %8d %8.2f %12.2f %10.3f %10.2f %14.2f'
-              % (r['concurrency'], r['requests'], r['wall_s'], r['output_tok_per_s'],
-                 r['mean_ttft_s'], r['mean_tpot_ms'], r['per_request_tok_per_s']))
+        print('%11d %8d %8.2f %12.2f %10.3f %10.3f %10.2f %10.2f %14.2f'
+              % (r['concurrency'], r['requests'], r['wall_s'], r['output_tok_per_s'], r['ttft_s']['p50'],
+                 r['ttft_s']['p99'], r['tpot_ms']['p50'], r['tpot_ms']['p99'], r['per_request_tok_per_s']))
+    for c in report.get('change', []):
+        print('against %s at concurrency %d: %.2f -> %.2f tok/s (%+.1f %%), mean TTFT %.3f -> %.3f s'
+              % (args.previous, c['concurrency'], c['tok_per_s_before'], c['tok_per_s'], c['percent'],
+                 c['ttft_s_before'] or 0.0, c['ttft_s']))
     print('json: %s' % args.output)
 
 
@@ -137,6 +181,7 @@ if __name__ == '__main__':
     parser.add_argument('--requests-per-level', type=int, default=8)
     parser.add_argument('--timeout', type=float, default=600.0)
     parser.add_argument('--output', required=True)
+    parser.add_argument('--previous', default=None, help="an earlier run's JSON to compare each level with")
     arguments = parser.parse_args()
     if arguments.api_key is None and arguments.api_key_file:
         with open(arguments.api_key_file) as key_file:

@@ -504,6 +504,10 @@ def test_the_benchmark_playbook_measures_the_endpoint_from_the_controller(servin
     # speed): its requests go from the controller to the address the deploy summary prints, and
     # its JSON lands with the controller's logs, not in the folder it was run from.
     sim_cluster = serving
+    # An earlier run of the profile in the logs folder: the new one compares each level with it.
+    (tmp_path / "logs").mkdir()
+    earlier = tmp_path / "logs" / "benchmark-minimax-m27-nvfp4-20261201T000000Z.json"
+    earlier.write_text(json.dumps({"levels": [{"concurrency": 1, "output_tok_per_s": 1.5, "mean_ttft_s": 9.0}]}))
     result = run_playbook("playbooks/benchmark.yml", sim_cluster.inventory, timeout=900, extravars={
         "gb10_profile": "minimax-m27-nvfp4", "gb10_logs_dir": str(tmp_path / "logs"),
         "benchmark_prefill_tokens": 64, "benchmark_generate_tokens": 8, "benchmark_concurrency": [1, 2],
@@ -518,3 +522,8 @@ def test_the_benchmark_playbook_measures_the_endpoint_from_the_controller(servin
     assert report["endpoint"] == "https://%s:%d/v1" % (sim_cluster.ips[sim_cluster.head], API_PORT), report
     assert [level["concurrency"] for level in report["levels"]] == [1, 2], report
     assert all(level["output_tokens"] >= 8 * level["requests"] for level in report["levels"]), report
+    # Each level's spread, as the field's tools report it: p50 <= p90 <= p99 of TTFT and TPOT.
+    assert all(level[key]["p50"] <= level[key]["p90"] <= level[key]["p99"]
+               for level in report["levels"] for key in ("ttft_s", "tpot_ms")), report
+    assert [(c["concurrency"], c["tok_per_s_before"]) for c in report["change"]] == [(1, 1.5)], report
+    assert any(line.startswith("against %s at concurrency 1: 1.50 -> " % earlier) for line in table), table
