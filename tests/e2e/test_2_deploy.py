@@ -132,9 +132,11 @@ def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simu
     assert verdicts["V7"]["verdict"] == "holds" and "within the deploy's wait of" in verdicts["V7"]["figure"], verdicts["V7"]
     start = report["nodes"][head]["serving"]["start"]
     assert 0 < start["ready_after_s"] < 600 and start["weights_s"] >= 0 and start["engine_init_s"] > 0, start
-    # Each ConnectX-7 function's PCIe link: the head's at x4, the worker's narrowed endpoint named.
-    assert "%s 200000 Mb/s MTU 9000, PCIe x4 on 4 functions" % head in verdicts["N5"]["figure"], verdicts["N5"]
-    assert "roceP2p1s0f0, roceP2p1s0f1 narrower than the card: x2 of x4" in verdicts["N5"]["figure"], verdicts["N5"]
+    # Each ConnectX-7 function's PCIe link (a simulated Spark has the cable port's two twins): the
+    # head's at x4, the worker's narrowed endpoint named.
+    assert "%s 200000 Mb/s MTU 9000, PCIe x4 on 2 functions," % head in verdicts["N5"]["figure"], verdicts["N5"]
+    assert ("%s 200000 Mb/s MTU 9000, PCIe x2/x4 on 2 functions (roceP2p1s0f1 narrower than the card: x2 of x4)"
+            % worker) in verdicts["N5"]["figure"], verdicts["N5"]
     # A short benchmark through the front door, from the controller, with the client key.
     bench = report["nodes"][head]["serving"]["benchmark"]
     assert bench["endpoint"] == "https://%s:%d/v1" % (sim_cluster.ips[head], API_PORT), bench

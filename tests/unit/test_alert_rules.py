@@ -64,6 +64,7 @@ def test_each_fault_fires_its_alert_for_its_node_and_a_healthy_node_fires_none(t
         series('gb10_unified_memory_total_gib', 'spark2', '119.7x40'),
         series('up', 'spark2', '1 1 1 1 0x36'),
     ]
+
     def at(alert, when, *alerts):
         return {'eval_time': when, 'alertname': alert, 'exp_alerts': list(alerts)}
     checks = [

@@ -40,7 +40,7 @@ def test_the_last_start_is_read_by_phase_with_its_slowest_rank_and_the_year_it_c
 
 
 def test_a_start_still_under_way_is_not_ready_and_a_log_without_a_start_says_none():
-    under_way = LOG.split('(APIServer pid=80) INFO 01-01 00:02:25')[0]
+    under_way = LOG.split('(APIServer pid=80) INFO 01-01 00:02:25', maxsplit=1)[0]
     found = engine_start.phases(under_way)
     assert found['ready_after_s'] is None and found['weights_s'] == 55.75 and 'engine_init_s' in found
     assert engine_start.summary(found).startswith('not ready yet, started 2026-12-31T23:59:30Z')
