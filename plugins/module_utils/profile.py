@@ -61,7 +61,7 @@ OWNED_ARGS = frozenset(('host', 'port', 'uds', 'api-key', 'middleware', 'allowed
                         'allowed-headers', 'allow-credentials', 'root-path', 'disable-fastapi-docs',
                         'enable-ssl-refresh', 'master-addr', 'master-port', 'nnodes', 'node-rank', 'headless',
                         'data-parallel-address', 'data-parallel-rpc-port', 'data-parallel-start-rank',
-                        'data-parallel-size-local', 'allowed-media-domains', 'allowed-local-media-path'))
+                        'data-parallel-size-local', 'api-server-count', 'allowed-media-domains', 'allowed-local-media-path'))
 OWNED_ARG_PREFIXES = ('ssl-',)
 # A6: where the engine may fetch a request's media from (image, audio and video URLs: vLLM's
 # --allowed-media-domains). vLLM 0.32 fetches from any host when the list is empty

@@ -95,6 +95,13 @@ def vllm_serve_argv(profile, head_ip=None, port=None, node_rank=0, master_port=N
                 argv.extend(['--data-parallel-rpc-port', str(master_port)])
             if node_rank:
                 argv.extend(['--data-parallel-start-rank', str(node_rank)])
+            else:
+                # One API server in front of the replicas: vLLM 0.32 starts one per data-parallel
+                # rank on the head otherwise (vllm/entrypoints/cli/serve.py: api_server_count
+                # defaults to data_parallel_size under its internal load balancer), each a process of
+                # its own in the head's unified memory that neither the fit nor the OOM guard counts;
+                # the gateway (A1) is the one front door either way.
+                argv.extend(['--api-server-count', '1'])
         else:
             argv.extend(['--nnodes', str(profile['nodes']), '--node-rank', str(node_rank),
                          '--master-addr', head_ip])

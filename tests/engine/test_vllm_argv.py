@@ -128,6 +128,9 @@ def test_mp_executor_multinode_flags_parse(vllm_parser, name, overlay):
                     args.data_parallel_rpc_port, args.data_parallel_start_rank, args.headless, args.nnodes) \
                 == (prof['nodes'], 1, '10.0.0.1', 29501, rank if rank else None, rank > 0, 1)
             assert args.enable_expert_parallel is True
+            # One API server on the head: left unset, vLLM's serve command (cli/serve.py) starts
+            # data_parallel_size of them there; a headless rank must leave it unset (vLLM refuses it).
+            assert args.api_server_count == (None if rank else 1)
         else:
             assert (args.nnodes, args.node_rank, args.master_addr, args.master_port, args.headless) \
                 == (prof['nodes'], rank, '10.0.0.1', 29501, rank > 0)

@@ -73,6 +73,9 @@ def test_data_parallelism_renders_a_replica_per_node_that_meets_at_the_head():
         assert not {'--nnodes', '--node-rank', '--master-addr', '--master-port'} & set(argv)
         assert ('--headless' in argv) == (rank > 0)
         assert got.get('--data-parallel-start-rank') == (str(rank) if rank else None)
+        # One API server on the head, not one per replica (vLLM's default under its internal load
+        # balancer); a headless rank starts none and may not be given the flag.
+        assert got.get('--api-server-count') == (None if rank else '1')
     with pytest.raises(RenderError, match='loopback'):
         vllm_serve_argv(prof, head_ip='127.0.0.1')
 
