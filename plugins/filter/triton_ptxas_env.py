@@ -14,7 +14,7 @@ version_added: "0.1.0"
 author:
   - gb10.serving developers (@gb10-serving)
 description:
-  - Rule H7. Triton up to 3.4 reads C(TRITON_PTXAS_PATH); Triton 3.5 and later pick the assembler per
+  - Rule H7. Triton up to 3.5 reads C(TRITON_PTXAS_PATH); Triton 3.6 and later pick the assembler per
     architecture and read C(TRITON_PTXAS_BLACKWELL_PATH) for C(arch >= 100), so for a GB10 (sm_121).
     This filter gives both, set to the CUDA toolkit's ptxas, so a container is right for the Triton
     its image carries from its first kernel.

@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Where Triton looks for its assembler (rule H7), for both generations of Triton.
 
-Triton up to 3.4 runs one assembler, ``<triton>/backends/nvidia/bin/ptxas`` or ``TRITON_PTXAS_PATH``.
-Triton 3.5 and later pick it per architecture: ``get_ptxas(arch)`` in
+Triton up to 3.5 runs one assembler, ``<triton>/backends/nvidia/bin/ptxas`` or ``TRITON_PTXAS_PATH``
+(read in the 3.5.0 wheel: ``get_ptxas()`` takes no architecture and ``bin/`` holds ``ptxas`` alone).
+Triton 3.6 and later pick it per architecture: ``get_ptxas(arch)`` in
 ``triton/backends/nvidia/compiler.py`` returns ``knobs.nvidia.ptxas_blackwell`` for ``arch >= 100``,
 that is ``bin/ptxas-blackwell`` or ``TRITON_PTXAS_BLACKWELL_PATH`` (``knobs.env_nvidia_tool``
 turns ``ptxas-blackwell`` into that name); a GB10 is sm_121, so only the second is read there.

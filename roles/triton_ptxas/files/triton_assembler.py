@@ -9,7 +9,7 @@
 
 The file names are plugins/module_utils/triton_ptxas.py's ASSEMBLERS (this file runs inside a
 container, where the collection is not installed): `ptxas` for every Triton, `ptxas-blackwell` for
-Triton 3.5 and later, whose get_ptxas(arch) runs it for arch >= 100.
+Triton 3.6 and later, whose get_ptxas(arch) runs it for arch >= 100.
 """
 
 import importlib.util
@@ -29,7 +29,7 @@ def triton_folder():
 
 
 def picks_per_arch(folder):
-    """Whether this Triton knows ptxas-blackwell: its knobs name the tool (3.5 and later)."""
+    """Whether this Triton knows ptxas-blackwell: its knobs name the tool (3.6 and later)."""
     try:
         with open(os.path.join(folder, "knobs.py")) as handle:
             return "ptxas-blackwell" in handle.read()
@@ -51,7 +51,7 @@ def links(source):
 
 
 def ask(arch, source):
-    """Triton's own choice: get_ptxas(arch) (3.5 and later), get_ptxas() (3.2-3.4) or
+    """Triton's own choice: get_ptxas(arch) (3.6 and later), get_ptxas() (3.2-3.5) or
     _path_to_binary('ptxas') (earlier), each of which reads the environment and falls back to the
     bundled file when the variable's path does not run."""
     out = {"arch": arch}
