@@ -47,7 +47,7 @@ def test_the_readme_prints_commands():
 
 
 @pytest.mark.parametrize('argv', [w for c in commands() for w in words(c) if w[0].startswith('scripts/')],
-                         ids=lambda argv: ' '.join(argv))
+                         ids=' '.join)
 def test_each_script_it_names_is_there_and_takes_its_subcommand(argv):
     path = os.path.join(TOP, argv[0])
     assert os.path.isfile(path) and os.access(path, os.X_OK), argv[0]
@@ -58,7 +58,7 @@ def test_each_script_it_names_is_there_and_takes_its_subcommand(argv):
 
 
 @pytest.mark.parametrize('argv', [w for c in commands() for w in words(c) if w[0] == 'ansible-playbook'],
-                         ids=lambda argv: ' '.join(argv))
+                         ids=' '.join)
 def test_each_playbook_it_runs_passes_the_syntax_check_with_its_inventory(argv):
     playbook = argv[1]
     inventory = argv[argv.index('-i') + 1]
