@@ -235,3 +235,58 @@ def test_nccl_over_an_infiniband_link_layer_is_not_the_roce_the_profile_wants(fi
     assert len(problems) == 2 and all('InfiniBand link layer, not RoCE as roce expects (rule N1)' in p
                                       for p in problems), problems
     assert check_transport(parsed, 'roce_ring')[0].endswith('not RoCE as roce_ring expects (rule N1)')
+
+
+# Init lines in NCCL's own shapes ("host:pid:tid [dev] NCCL INFO ..."), one process each, for the
+# decisions the captures above leave one-sided (what the mutation run, bench/mutation.py, found).
+def lines(host, pid, *messages):
+    return ''.join('%s:%d:%d [0] NCCL INFO %s\n' % (host, pid, pid, message) for message in messages)
+
+
+def test_sockets_with_no_ib_device_at_all_are_a_socket_choice_and_a_working_ib_is_not():
+    quiet = parse_init_log(lines('a', 1, 'NET/Socket : Using [0]eth0:10.0.0.1<0>'))['processes'][0]
+    assert (quiet['net'], quiet['net_source']) == ('Socket', 'devices')
+    # IB devices found and not failed, sockets listed for bootstrap only: the IB transport.
+    both = parse_init_log(lines('b', 2, 'NET/IB : Using [0]rocep1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:10.0.0.2<0>',
+                                'NET/Socket : Using [0]eth0:10.0.0.2<0>'))['processes'][0]
+    assert (both['net'], both['net_kind'], both['devices']) == ('IB', 'ib', ['rocep1s0f1'])
+    # IB devices listed, then the plugin failed: NCCL went on over sockets.
+    failed = parse_init_log(lines('c', 3, 'NET/IB : Using [0]rocep1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:10.0.0.3<0>',
+                                  'Failed to initialize NET plugin IB', 'NET/Socket : Using [0]eth0:10.0.0.3<0>'))
+    assert failed['processes'][0]['net'] == 'Socket'
+
+
+def test_a_network_other_than_ib_and_sockets_is_named_for_every_rank():
+    # A NET plugin of another name (here a made-up one) under the RoCE transport, on two processes:
+    # each is named with what it took and the transport wanted.
+    parsed = parse_init_log(lines('a', 1, 'Using network Plugin9') + lines('b', 2, 'Using network Plugin9'))
+    problems = check_transport(parsed, 'roce')
+    assert problems == ["a pid 1: NET/Plugin9, but the profile's transport is roce (rule N5)",
+                        "b pid 2: NET/Plugin9, but the profile's transport is roce (rule N5)"]
+
+
+def test_a_process_that_logged_no_choice_is_named():
+    parsed = parse_init_log(lines('a', 7, 'NCCL version 2.31.2+cuda13.0'))
+    assert check_transport(parsed, 'roce') == [
+        'a pid 7: no network choice in its log; NCCL_DEBUG=INFO output of the whole init is needed to tell the '
+        'transport (rule N5)']
+
+
+def test_sockets_on_loopback_by_name_or_address_and_on_another_interface_are_each_refused():
+    parsed = parse_init_log(lines('a', 1, 'NET/Socket : Using [0]lo:::1<0>')
+                            + lines('b', 2, 'NET/Socket : Using [0]eth9:127.0.0.2<0>')
+                            + lines('c', 3, 'NET/Socket : Using [0]bond0:10.0.0.3<0>')
+                            + lines('d', 4, 'NET/Socket : Using [0]enp1s0f1np1:10.0.0.4<0>'))
+    problems = check_transport(parsed, 'socket', cluster_iface='enp1s0f1np1')
+    assert [p.split(':', 1)[0] for p in problems] == ['a pid 1', 'b pid 2', 'c pid 3'], problems
+    assert 'loopback' in problems[0] and 'loopback' in problems[1]
+    assert 'not the cluster interface enp1s0f1np1' in problems[2]
+    # A socket profile whose rank took IB: the explicit choice did not reach it (N4).
+    (ib,) = check_transport(parse_init_log(lines('e', 5, 'Using network IB')), 'socket')
+    assert ib.startswith('e pid 5: NET/IB, but the profile\'s transport is socket') and 'rule N4' in ib
+
+
+def test_the_version_is_the_first_logged_and_a_later_line_does_not_change_it():
+    parsed = parse_init_log(lines('a', 1, 'NCCL version 2.31.2+cuda13.0', 'Using network IB')
+                            + lines('b', 2, 'NCCL version 2.28.9+cuda12.9', 'Using network IB'))
+    assert parsed['version'] == '2.31.2+cuda13.0' and parsed['versions'] == ['2.31.2+cuda13.0', '2.28.9+cuda12.9']
