@@ -449,6 +449,18 @@ def local_conflicts(host, used_ports, links, addresses, management, own=()):
     return problems
 
 
+def _names_device(text, name):
+    """Whether a netplan file's text configures device name: as a device's key, by a match on its
+    name or a set-name, or as a member of a bond or bridge. NetworkManager's own files (Ubuntu's
+    NetworkManager writes /etc/netplan/90-NM-<uuid>.yaml) key a device by its connection,
+    `NM-<uuid>:`, and name the interface only under `match: name: "<iface>"`."""
+    quoted = r'["\']?%s["\']?' % re.escape(name)
+    return bool(re.search(r'^\s*%s\s*:' % quoted, text, re.M)
+                or re.search(r'^\s*(?:name|set-name)\s*:\s*%s\s*$' % quoted, text, re.M)
+                or re.search(r'^\s*-\s*%s\s*$' % quoted, text, re.M)
+                or re.search(r'interfaces\s*:\s*\[[^\]]*(?<![\w.-])%s(?![\w.-])' % quoted, text))
+
+
 def other_file_conflicts(host, names, files):
     """Other netplan files that configure one of our devices -> problems.
 
@@ -458,8 +470,7 @@ def other_file_conflicts(host, names, files):
     problems = []
     for path in sorted(files):
         text = files[path]
-        hits = [name for name in names
-                if re.search(r'^\s*["\']?%s["\']?\s*:' % re.escape(name), text, re.M)]
+        hits = [name for name in names if _names_device(text, name)]
         if hits:
             problems.append('host %s: %s also configures %s; netplan merges every file, so its settings '
                             'would mix with the cluster link\'s. Fix: remove %s from that file (or the '

@@ -235,6 +235,28 @@ def test_other_netplan_file_on_the_same_port_is_refused():
     assert cl.plan('spark1', pair(), [], CX7, {}, unrelated)['problems'] == []
 
 
+def test_networkmanagers_own_netplan_file_on_the_same_port_is_refused():
+    # Ubuntu's NetworkManager keeps a connection as /etc/netplan/90-NM-<uuid>.yaml, the device keyed by
+    # the connection and named under match (the shape netplan's own passthrough tests and NM write).
+    nm = {'/etc/netplan/90-NM-87749f1d-334f-40b2-98d4-55db58965f5f.yaml':
+          'network:\n  version: 2\n  ethernets:\n    NM-87749f1d-334f-40b2-98d4-55db58965f5f:\n'
+          '      renderer: NetworkManager\n      match:\n        name: "enp1s0f1np1"\n      dhcp4: true\n'
+          '      networkmanager:\n        uuid: "87749f1d-334f-40b2-98d4-55db58965f5f"\n        name: "Wired connection 2"\n'}
+    problems = cl.plan('spark1', pair(), [], CX7, {}, nm)['problems']
+    assert any('90-NM-87749f1d-334f-40b2-98d4-55db58965f5f.yaml also configures enp1s0f1np1' in p
+               for p in problems), problems
+    # A bond of another file that takes the port as a member, in either list form.
+    for members in ('[enp1s0f1np1, enp1s0f0np0]', '\n        - enp1s0f1np1'):
+        bond = {'/etc/netplan/70-bond.yaml': 'network:\n  version: 2\n  bonds:\n    bond9:\n      interfaces: %s\n'
+                % members}
+        assert any('70-bond.yaml also configures enp1s0f1np1' in p
+                   for p in cl.plan('spark1', pair(), [], CX7, {}, bond)['problems']), members
+    # Another device whose name only starts like ours, and the same name in a comment's prose, are not ours.
+    other = {'/etc/netplan/90-NM-1.yaml': 'network:\n  version: 2\n  ethernets:\n    NM-1:\n      match:\n'
+             '        name: "enp1s0f1np1x"\n      # was enp1s0f1np1 once\n'}
+    assert cl.plan('spark1', pair(), [], CX7, {}, other)['problems'] == []
+
+
 def test_hosts_that_disagree_or_sit_in_different_subnets_are_refused():
     cluster = pair(b='10.0.1.2')
     assert any('different subnets' in p for p in cl.plan('spark1', cluster, [], CX7, {}, {})['problems'])
