@@ -96,7 +96,7 @@ def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simu
     head, worker = sim_cluster.hosts
     # The worker's second ConnectX-7 endpoint negotiates x2 of its x4, as an ASUS GX10's does
     # (forums.developer.nvidia.com/t/367853): the report names it.
-    on_host(worker, "/opt/gb10-sim/bin/gb10-sim-set", "pcie_width_p2=2")
+    on_host(worker, "gb10-sim-set", "pcie_width_p2=2")
     before = {h: node_state(h) for h in sim_cluster.hosts}
     # The short benchmark sized for the simulation's tiny model (the path, not speed).
     sizes = {"report_benchmark_prefill_tokens": 64, "report_benchmark_generate_tokens": 8, "report_benchmark_requests": 2}
@@ -159,7 +159,7 @@ def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simu
     assert state["driver_version"] == report["nodes"][worker]["driver_version"], state
     assert abs(float(state["services_gib"]) - measured["processes_gib"]) < 0.01, (state, measured)
     assert (state["pcie_width_p1"], state["pcie_width_p2"]) == ("4", "2"), state
-    on_host(worker, "/opt/gb10-sim/bin/gb10-sim-set", "pcie_width_p2=4")
+    on_host(worker, "gb10-sim-set", "pcie_width_p2=4")
 
 
 STATUS_TASK = "Show the status"
