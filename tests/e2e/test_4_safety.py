@@ -204,6 +204,28 @@ def test_the_ray_dashboard_does_not_answer_even_a_cluster_member(sim_cluster, se
     assert out.strip() == "closed"
 
 
+@pytest.mark.rule("A4", "X1")
+def test_a_machine_on_the_cluster_segment_that_is_not_a_node_reaches_no_cluster_port(sim_cluster, serving, client):
+    # The firewall trusts the cluster link by its interface *and* the nodes' own cluster addresses
+    # (plugins/module_utils/firewall.py): a machine on the same segment (a switch, the mesh's
+    # coordination LAN) with an address of its own in the cluster subnet reaches none of the ports
+    # the nodes open to each other. Ray's GCS here; the mp executor's and data parallelism's
+    # rendezvous, which authenticate nothing (vLLM's security guide: "place the nodes on an isolated
+    # network"), are opened the same way. The worker, a node, reaches the GCS.
+    head_ip, worker = sim_cluster.cluster_ips[sim_cluster.head], sim_cluster.hosts[1]
+    probe = ("import socket\ns = socket.socket(); s.settimeout(3)\n"
+             "print('open' if s.connect_ex(('%s', 6379)) == 0 else 'closed')\n" % head_ip)
+    assert on_host(worker, "python3", "-c", probe).strip() == "open"
+    link = docker.from_env().networks.get(sim.LINK_NETWORK)
+    stranger = "%s.99" % sim.LINK_SUBNET.split("/", maxsplit=1)[0].rsplit(".", 1)[0]
+    link.connect(client, ipv4_address=stranger)
+    try:
+        rc, out = client.exec_run(["python3", "-c", probe])
+        assert rc == 0 and out.decode().strip().splitlines()[-1] == "closed", out
+    finally:
+        link.disconnect(client, force=True)
+
+
 # A1: what the gateway forwards with a client's key, and what each route gets from the engine.
 GATEWAY_ALLOWS = {("/v1/chat/completions", "post"), ("/v1/completions", "post"), ("/v1/models", "get"),
                   ("/v1/responses", "post"), ("/v1/messages", "post"), ("/v1/messages/count_tokens", "post")}

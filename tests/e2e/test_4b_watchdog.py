@@ -85,6 +85,7 @@ def watchdog(sim_cluster, serving, run_playbook):
 def test_a_stalled_rank_is_found_by_its_deadline_and_the_cluster_answers_again(watchdog):
     head, worker = watchdog.head, watchdog.hosts[1]
     engine_pid = on_host(head, "docker", "exec", HEAD, "cat", "/var/lib/gb10-engine/pid").strip()
+    budget = budget_left(head)
 
     # The worker's rank stops (SIGSTOP): a process that is there and answers nothing.
     on_host(worker, "docker", "exec", WORKER, "pkill", "-STOP", "-f", "^ray::RayWorker")
@@ -108,7 +109,8 @@ def test_a_stalled_rank_is_found_by_its_deadline_and_the_cluster_answers_again(w
     assert TINY_ANSWER.strip() in recovery["answer"], recovery
     assert healthy(head)
     assert metrics(head)['gb10_watchdog_status{status="serving"}'] == "1"
-    assert metrics(head)["gb10_watchdog_restart_budget_left"] == "3"
+    # One recovery spent one restart of the budget (whatever earlier cases left).
+    assert budget_left(head) == budget - 1
 
 
 @pytest.mark.rule("O5")
@@ -126,6 +128,7 @@ def test_after_a_power_cut_the_cluster_serves_again_with_no_command(watchdog, ru
         assert on_host(host, "docker", "inspect", "-f", "{{.HostConfig.RestartPolicy.Name}}", name).strip() \
             == "unless-stopped", host
 
+    budget = budget_left(head)
     # The power goes: every process of both nodes killed at once, no shutdown. It comes back on
     # the head first; the worker stays dark for now.
     subprocess.run(["docker", "kill", head, worker], check=True, capture_output=True, timeout=120)
@@ -146,7 +149,7 @@ def test_after_a_power_cut_the_cluster_serves_again_with_no_command(watchdog, ru
     assert healthy(head)
     # And the way in that a client has, the gateway, came back with the head (started at boot).
     assert api_client(watchdog, timeout=60).models.list().data
-    assert metrics(head)["gb10_watchdog_restart_budget_left"] == "2"
+    assert budget_left(head) == budget - 1
 
 
 PRINTED = []  # the launch summary's metrics line, kept by the power-cut case
@@ -230,7 +233,7 @@ def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(wa
         for name in ("gb10_link_check_ok", "gb10_link_check_timestamp_seconds"):
             assert by_node(name) == {h: last_link_check(h)[name] for h in watchdog.hosts}, name
         assert by_node("gb10_engine_answering") == {head: 1.0}
-        assert by_node("gb10_watchdog_restart_budget_left") == {head: 2.0}
+        assert by_node("gb10_watchdog_restart_budget_left") == {head: float(budget_left(head))}
         # The alert rules the configuration loads (rule_files, written beside it): Prometheus evaluates
         # every one over these series without an error, and the serving cluster fires none of the
         # engine's, the memory's or the watchdog's (promtool's unit cases show each one firing).
@@ -246,6 +249,11 @@ def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(wa
         prometheus.terminate()
         prometheus.wait(timeout=60)
         log.close()
+
+
+def budget_left(head):
+    """Recoveries the watchdog's budget still allows, as its metrics say."""
+    return int(metrics(head)["gb10_watchdog_restart_budget_left"])
 
 
 def alert_rules(port):
@@ -274,6 +282,7 @@ def last_link_check(host):
 def test_an_engine_killed_with_its_container_leaks_there_and_only_that_node_reboots(watchdog):
     head, worker = watchdog.head, watchdog.hosts[1]
     boots = {h: boot_id(h) for h in watchdog.hosts}
+    budget = budget_left(head)
     # The worker's Ray container dies under its rank (its init killed, as a crash or the kernel's
     # OOM killer ends it; not a `docker kill`, after which Docker would not start it again): the
     # simulated driver keeps the rank's unified memory until a reboot (the fixture's ledger, H4), as
@@ -291,7 +300,7 @@ def test_an_engine_killed_with_its_container_leaks_there_and_only_that_node_rebo
     assert answer["rebooting"] and answer["leaked"] and answer["unaccounted_gib"] > answer["threshold_gib"], answer
     assert recovery["memory_after_reboot"][worker]["state"] == "healthy", recovery["memory_after_reboot"]
     assert healthy(head)
-    assert metrics(head)["gb10_watchdog_restart_budget_left"] == "1"
+    assert budget_left(head) == budget - 1
 
 
 @pytest.mark.rule("O4", "O5", "O6")
