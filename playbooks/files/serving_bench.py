@@ -67,17 +67,14 @@ async def one_request(client, model, prompt, generate):
 
 
 def percentiles(values, points=(50, 90, 99)):
-    """{'p50': ..., 'p90': ..., 'p99': ...} of the values, by linear interpolation between the
-    closest ranks (numpy's default, what vLLM's `vllm bench serve` and llama-benchy report); a single
-    value is every percentile."""
-    ordered = sorted(values)
-    out = {}
-    for point in points:
-        rank = (len(ordered) - 1) * point / 100.0
-        low = int(rank)
-        high = min(low + 1, len(ordered) - 1)
-        out['p%d' % point] = ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-    return out
+    """{'p50': ..., 'p90': ..., 'p99': ...} of the values: the standard library's inclusive
+    quantiles, linear between the closest ranks as numpy's default that vLLM's `vllm bench serve`
+    and llama-benchy report; a single value is every percentile."""
+    values = list(values)
+    if len(values) < 2:
+        return dict(('p%d' % point, values[0]) for point in points)
+    cuts = statistics.quantiles(values, n=100, method='inclusive')
+    return dict(('p%d' % point, cuts[point - 1]) for point in points)
 
 
 def change(previous, rows):

@@ -21,22 +21,22 @@ import re
 START = re.compile(r'^gb10-engine: starting (\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z\s*$')
 ANSI = re.compile(r'\x1b\[[0-9;]*m')
 LINE = re.compile(r'(?:INFO|WARNING|DEBUG|ERROR)\s+(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)?\s+\[[^\]]*\]\s+(.*)$')
-# (phase, pattern, what the groups are). A phase several ranks log (each Ray worker or headless rank
+# (pattern, the figure each group is). A figure several ranks log (each Ray worker or headless rank
 # loads its own shard) counts its slowest rank: the start waits for that one.
 PHASES = (
     # vllm/model_executor/model_loader/default_loader.py
-    ('weights_s', re.compile(r'Loading weights took ([\d.]+) seconds'), ('s',)),
+    (re.compile(r'Loading weights took ([\d.]+) seconds'), ('weights_s',)),
     # vllm/v1/worker/gpu_model_runner.py
-    ('model_load_s', re.compile(r'Model loading took ([\d.]+) GiB memory and ([\d.]+) seconds'), ('gib', 's')),
+    (re.compile(r'Model loading took ([\d.]+) GiB memory and ([\d.]+) seconds'), ('model_gib', 'model_load_s')),
     # vllm/compilation/monitor.py
-    ('compile_s', re.compile(r'torch\.compile took ([\d.]+) s in total'), ('s',)),
+    (re.compile(r'torch\.compile took ([\d.]+) s in total'), ('compile_s',)),
+    # vllm/v1/worker/gpu_worker.py
+    (re.compile(r'Available KV cache memory: ([\d.]+) GiB'), ('kv_cache_gib',)),
     # vllm/v1/worker/gpu_model_runner.py
-    ('graphs_s', re.compile(r'Graph capturing finished in ([\d.]+) secs, took ([\d.]+) GiB'), ('s', 'gib')),
+    (re.compile(r'Graph capturing finished in ([\d.]+) secs, took ([\d.]+) GiB'), ('graphs_s', 'graphs_gib')),
     # vllm/v1/engine/core.py: the memory profile, the KV cache, the warm-up (compilation included)
-    ('engine_init_s', re.compile(r'init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s'), ('s',)),
+    (re.compile(r'init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s'), ('engine_init_s',)),
 )
-# vllm/v1/worker/gpu_worker.py
-KV_CACHE = re.compile(r'Available KV cache memory: ([\d.]+) GiB')
 # vllm/entrypoints/launchers/api_server/entry.py: logged when the app is built, right before the
 # server listens; /health answers from then on.
 READY = re.compile(r'Starting vLLM server on ')
@@ -68,16 +68,10 @@ def phases(text):
         if not match:
             continue
         message = match.group(6)
-        for name, pattern, groups in PHASES:
+        for pattern, keys in PHASES:
             found = pattern.search(message)
-            if not found:
-                continue
-            for group, value in zip(groups, found.groups()):
-                key = name if group == 's' else name.replace('_load_s', '_gib').replace('_s', '_gib')
+            for key, value in zip(keys, found.groups() if found else ()):
                 out[key] = max(out.get(key) or 0.0, float(value))
-        kv = KV_CACHE.search(message)
-        if kv:
-            out['kv_cache_gib'] = max(out.get('kv_cache_gib') or 0.0, float(kv.group(1)))
         if out['ready_after_s'] is None and READY.search(message):
             month, day, hour, minute, second = [int(part) for part in match.groups()[:5]]
             try:

@@ -35,8 +35,9 @@ MIN_LINK_MBPS = preflight.MIN_CLUSTER_LINK_MBPS
 # CUDA's free figure is MemFree on a GB10 (unslothai/unsloth PR 10704): the readings agree within
 # their rounding and a driver's few hundred MB.
 CUDA_IS_MEMFREE_GIB = 1.0
-# meminfo and CUDA's view, as the page lists them for the reading now and for the clean one.
-MEMORY_FIGURES = ('total_gib', 'available_gib', 'free_gib', 'reclaimable_gib', 'cuda_total_gib', 'cuda_free_gib')
+# meminfo and CUDA's view, as the page lists them for the reading now and for the clean one (what a
+# baseline keeps of its clean reading).
+MEMORY_FIGURES = unified_memory.CLEAN_READING
 
 
 def redact(value, addresses=False):
