@@ -232,6 +232,10 @@ def test_a_returned_modprobe_override_is_removed_without_rebooting_the_serving_w
     # stopped hard (H4), keeps serving. A file that was there at boot and caps CUDA still reboots
     # the node, the engine stopped first: molecule/modprobe_override.
     head, worker = serving.hosts
+    # Converged first: the recover case brought the cluster back with the launch step alone, which
+    # writes no converged stamp (a full deploy does), and the re-run below must be a full one for the
+    # returned file alone.
+    assert_succeeded(run_playbook(PLAYBOOK, serving.inventory, timeout=3000), serving.hosts)
     override = "/etc/modprobe.d/zz-nvidia-drm-override.conf"  # modprobe_override_file
     # The first deploy removed the fresh Spark's override and kept it here (modprobe_override_backup_dir).
     on_host(worker, "cp", "/var/lib/gb10-serving/modprobe-backup/zz-nvidia-drm-override.conf", override)
