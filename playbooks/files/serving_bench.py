@@ -8,7 +8,8 @@ request produces exactly that many), at each concurrency level; every request's 
 a word of its own, so that the prefix cache cannot serve it. Streams every response to time
 the first token; reports each level's mean and its p50/p90/p99 time to first token and time per
 output token, and, given an earlier run's JSON, each level's change against it. Uses the `openai` client from PyPI. Bounded: each level sends
-`requests_per_level` requests, each with a timeout. Writes JSON and prints a table.
+`requests_per_level` requests, each with a timeout. Writes JSON, prints a table and, where the
+controller has matplotlib, draws the run (and the earlier one) as a PNG beside the JSON.
 """
 import argparse
 import asyncio
@@ -123,6 +124,45 @@ async def level(client, model, prompts, generate, concurrency, total):
     }
 
 
+def draw(report, previous, path):
+    """Output tok/s, TTFT and TPOT percentiles by concurrency, this run beside the earlier one, as a
+    PNG. matplotlib is optional on a controller: without it the PNG is skipped, said with the command
+    that installs it into the Python that runs this."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        from matplotlib import pyplot
+    except ImportError:
+        return 'png: not drawn, matplotlib is not installed (%s -m pip install matplotlib)' % sys.executable
+    figure, (rate, ttft, tpot) = pyplot.subplots(1, 3, figsize=(13, 4))
+    runs = [('this run', report['levels'], '-')]
+    if previous:
+        runs.append(('earlier run', previous.get('levels', []), '--'))
+    for label, levels, style in runs:
+        rate.plot([r['concurrency'] for r in levels], [r['output_tok_per_s'] for r in levels], style, marker='o',
+                  label=label)
+        # Runs of releases before the percentiles have means only: their rate is drawn, not these.
+        spread = [r for r in levels if isinstance(r.get('ttft_s'), dict) and isinstance(r.get('tpot_ms'), dict)]
+        for point in ('p50', 'p90', 'p99') if spread else ():
+            x = [r['concurrency'] for r in spread]
+            ttft.plot(x, [r['ttft_s'][point] for r in spread], style, marker='o', label='%s %s' % (label, point))
+            tpot.plot(x, [r['tpot_ms'][point] for r in spread], style, marker='o', label='%s %s' % (label, point))
+    for axis, title, unit in ((rate, 'output tokens per second', 'tok/s'), (ttft, 'time to first token', 's'),
+                              (tpot, 'time per output token', 'ms')):
+        axis.set_title(title)
+        axis.set_xlabel('concurrent requests')
+        axis.set_ylabel(unit)
+        axis.set_xticks([r['concurrency'] for r in report['levels']])
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize='small')
+    figure.suptitle('%s: %d-token prompts, %d generated' % (report['model'], report['prefill_tokens'],
+                                                            report['generate_tokens']))
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    pyplot.close(figure)
+    return 'png: %s' % path
+
+
 async def main(args):
     # The gateway's certificate is proven by the cluster's CA (A1), as the printed curl does.
     http_client = (openai.DefaultAsyncHttpxClient(verify=ssl.create_default_context(cafile=args.cacert))
@@ -162,6 +202,8 @@ async def main(args):
               % (args.previous, c['concurrency'], c['tok_per_s_before'], c['tok_per_s'], c['percent'],
                  c['ttft_s_before'] or 0.0, c['ttft_s']))
     print('json: %s' % args.output)
+    if args.png:
+        print(draw(report, previous, args.png))
 
 
 if __name__ == '__main__':
@@ -179,6 +221,7 @@ if __name__ == '__main__':
     parser.add_argument('--timeout', type=float, default=600.0)
     parser.add_argument('--output', required=True)
     parser.add_argument('--previous', default=None, help="an earlier run's JSON to compare each level with")
+    parser.add_argument('--png', default=None, help='draw the run (beside the earlier one) into this PNG (needs matplotlib)')
     arguments = parser.parse_args()
     if arguments.api_key is None and arguments.api_key_file:
         with open(arguments.api_key_file) as key_file:

@@ -530,3 +530,8 @@ def test_the_benchmark_playbook_measures_the_endpoint_from_the_controller(servin
                for level in report["levels"] for key in ("ttft_s", "tpot_ms")), report
     assert [(c["concurrency"], c["tok_per_s_before"]) for c in report["change"]] == [(1, 1.5)], report
     assert any(line.startswith("against %s at concurrency 1: 1.50 -> " % earlier) for line in table), table
+    # The run drawn beside the earlier one, next to its JSON (the controller has matplotlib here).
+    png = written[0][:-len(".json")] + ".png"
+    assert "png: %s" % png in table, table
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"

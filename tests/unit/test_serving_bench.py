@@ -26,3 +26,35 @@ def test_each_level_is_compared_with_the_same_concurrency_of_the_last_run():
            {'concurrency': 4, 'output_tok_per_s': 60.0, 'mean_ttft_s': 1.2}]
     assert bench.change(earlier, now) == [(1, 25.0, 21.25, -15.0, 0.8, 0.9)]
     assert bench.change(None, now) == []
+
+
+def _level(concurrency, rate):
+    return {'concurrency': concurrency, 'output_tok_per_s': rate, 'ttft_s': {'p50': 0.1, 'p90': 0.2, 'p99': 0.3},
+            'tpot_ms': {'p50': 20.0, 'p90': 25.0, 'p99': 30.0}}
+
+
+def test_the_run_is_drawn_beside_the_earlier_one_as_a_png(tmp_path):
+    pytest.importorskip('matplotlib')
+    report = {'model': 'm', 'prefill_tokens': 64, 'generate_tokens': 8, 'levels': [_level(1, 20.0), _level(4, 60.0)]}
+    # An earlier run of a release before the percentiles: its rate alone is drawn.
+    for earlier in ({'levels': [_level(1, 25.0), _level(4, 70.0)]},
+                    {'levels': [{'concurrency': 1, 'output_tok_per_s': 1.5, 'mean_ttft_s': 9.0}]}, None):
+        path = tmp_path / 'run.png'
+        assert bench.draw(report, earlier, str(path)) == 'png: %s' % path
+        data = path.read_bytes()
+        assert data[:8] == b'\x89PNG\r\n\x1a\n'
+        width, height = int.from_bytes(data[16:20], 'big'), int.from_bytes(data[20:24], 'big')
+        assert (width, height) == (1300, 400)
+        path.unlink()
+
+
+def test_without_matplotlib_the_png_is_skipped_with_the_command_that_installs_it(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    monkeypatch.setitem(sys.modules, 'matplotlib', None)  # import matplotlib raises ImportError
+    said = bench.draw({'levels': []}, None, str(tmp_path / 'run.png'))
+    assert not (tmp_path / 'run.png').exists()
+    command = said.split('(', 1)[1].rstrip(')')
+    assert said.startswith('png: not drawn') and command == '%s -m pip install matplotlib' % sys.executable
+    # The command as printed is one a shell runs: pip answers for the same Python.
+    assert subprocess.run(command.replace('install matplotlib', '--version').split(), capture_output=True).returncode == 0
