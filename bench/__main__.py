@@ -55,6 +55,8 @@ def main(argv=None):
     parser.add_argument('--modules', nargs='+', default=None,
                         help='mutation: module_utils modules (or watchdog, leak_reboot) to mutate (default all)')
     parser.add_argument('--cosmic-ray', default=None, help='mutation: the cosmic-ray program (default: on PATH)')
+    parser.add_argument('--functions', nargs='+', default=None,
+                        help='mutation: mutate only these functions or methods of the module (e.g. Watchdog.recover)')
     parser.add_argument('--mutant-timeout-s', type=float, default=120,
                         help='mutation: seconds the tests of one mutant may run (default 120)')
     args = parser.parse_args(argv)

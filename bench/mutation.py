@@ -12,8 +12,11 @@ cosmic-ray mutates the files in place and puts each back; run it on a checkout n
 testing, and after stopping it by hand put back the one mutant it was testing (`git checkout` the
 file). Each module's session is kept under tests/output/bench/mutation/ (re-running goes on where it
 stopped; delete the session to score again after new tests). Not in CI: a module takes minutes, all
-of them hours on 2 cores.
+of them hours on 2 cores. `--functions Watchdog.recover` mutates only those functions' lines
+(cosmic-ray's own line filter, `cr-filter-lines`): the decisions a unit suite owns, where the rest
+of a program is I/O that the e2e cases run.
 """
+import ast
 import glob
 import json
 import os
@@ -52,23 +55,50 @@ def cosmic_ray(argv, binary):
     return subprocess.run([binary] + argv, cwd=TOP, capture_output=True, text=True, check=False)
 
 
-def run_module(name, binary, timeout_s):
+def function_lines(path, names):
+    """'first-last' line ranges of the named functions or Class.method in a module."""
+    with open(path) as handle:
+        tree = ast.parse(handle.read())
+    found = {}
+    for node in tree.body:
+        members = node.body if isinstance(node, ast.ClassDef) else [node]
+        for member in members:
+            if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                qualified = '%s.%s' % (node.name, member.name) if member is not node else member.name
+                found[qualified] = '%d-%d' % (member.lineno, member.end_lineno)
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise SystemExit('no function %s in %s' % (', '.join(missing), os.path.relpath(path, TOP)))
+    return [found[name] for name in names]
+
+
+def run_module(name, binary, timeout_s, functions=None):
     path, tests = module_targets(name)
     if not tests:
         return {'module': name, 'error': 'no unit test imports it'}
     os.makedirs(OUT, exist_ok=True)
-    config = os.path.join(OUT, name + '.toml')
-    session = os.path.join(OUT, name + '.sqlite')
+    stem = name + ('-' + '-'.join(functions) if functions else '')
+    config = os.path.join(OUT, stem + '.toml')
+    session = os.path.join(OUT, stem + '.sqlite')
     test_command = ' '.join([sys.executable, '-m', 'pytest', '-x', '-q', '-p', 'no:cacheprovider']
                             + [os.path.relpath(t, TOP) for t in tests])
+    module_path = os.path.relpath(path, TOP)
     with open(config, 'w') as handle:
         handle.write('[cosmic-ray]\nmodule-path = "%s"\ntimeout = %.1f\nexcluded-modules = []\n'
                      'test-command = "%s"\n\n[cosmic-ray.distributor]\nname = "local"\n'
-                     % (os.path.relpath(path, TOP), timeout_s, test_command))
+                     % (module_path, timeout_s, test_command))
+        if functions:
+            handle.write('\n[cosmic-ray.filters.line-filter.lines]\n"%s" = %s\n'
+                         % (module_path, json.dumps(function_lines(path, functions))))
     if not os.path.exists(session):
         init = cosmic_ray(['init', config, session], binary)
         if init.returncode:
             return {'module': name, 'error': init.stderr[-2000:]}
+        if functions:
+            lines = subprocess.run([os.path.join(os.path.dirname(binary), 'cr-filter-lines'), '--config', config,
+                                    session], cwd=TOP, capture_output=True, text=True, check=False)
+            if lines.returncode:
+                return {'module': name, 'error': lines.stderr[-2000:]}
     run = cosmic_ray(['exec', config, session], binary)
     if run.returncode:
         return {'module': name, 'error': run.stderr[-2000:]}
@@ -77,14 +107,16 @@ def run_module(name, binary, timeout_s):
     survivors = []
     for line in dump.stdout.splitlines():
         job, result = json.loads(line)
-        outcome = (result or {}).get('test_outcome') or 'pending'
+        outcome = ('skipped' if (result or {}).get('worker_outcome') == 'skipped'
+                   else (result or {}).get('test_outcome') or 'pending')
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         if outcome == 'survived':
             mutation = job['mutations'][0]
             survivors.append({'operator': mutation['operator_name'], 'occurrence': mutation['occurrence'],
                               'line': mutation['start_pos'][0], 'diff': (result.get('diff') or '')[:600]})
     killed, survived = outcomes.get('killed', 0), outcomes.get('survived', 0)
-    return {'module': name, 'tests': [os.path.relpath(t, TOP) for t in tests], 'outcomes': outcomes,
+    return {'module': name, 'functions': functions or [], 'tests': [os.path.relpath(t, TOP) for t in tests],
+            'outcomes': outcomes,
             'score': round(killed / (killed + survived), 3) if killed + survived else None, 'survivors': survivors}
 
 
@@ -95,7 +127,7 @@ def run(args):
                          'is not on PATH)')
     names = args.modules or sorted(os.path.basename(p)[:-3] for p in glob.glob(
         os.path.join(TOP, 'plugins', 'module_utils', '*.py')) if not p.endswith('__init__.py')) + sorted(PROGRAMS)
-    return {'results': [run_module(name, binary, args.mutant_timeout_s) for name in names]}
+    return {'results': [run_module(name, binary, args.mutant_timeout_s, args.functions) for name in names]}
 
 
 def table(result):
@@ -105,7 +137,9 @@ def table(result):
             lines.append('| %s | error: %s | | | | |' % (one['module'], (one['error'].strip().splitlines() or [''])[-1][:80]))
             continue
         o = one['outcomes']
-        other = sum(v for k, v in o.items() if k not in ('killed', 'survived'))
-        row = (one['module'], sum(o.values()), o.get('killed', 0), o.get('survived', 0), other, one['score'])
+        other = sum(v for k, v in o.items() if k not in ('killed', 'survived', 'skipped'))
+        label = one['module'] + (' (%s)' % ', '.join(one['functions']) if one.get('functions') else '')
+        row = (label, sum(o.values()) - o.get('skipped', 0), o.get('killed', 0), o.get('survived', 0), other,
+               one['score'])
         lines.append('| %s | %d | %d | %d | %d | %s |' % row)
     return '\n'.join(lines)

@@ -9,13 +9,15 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 name: logs_dir
-short_description: The controller folder for the collection's logs and reports when gb10_logs_dir is not set
+short_description: The controller folder for the collection's logs when gb10_logs_dir is not set
 version_added: "0.1.0"
 author:
   - gb10.serving developers (@gb10-serving)
 description:
-  - Returns the cluster-wide C(gb10_logs_dir) when it is set; else C($XDG_STATE_HOME/gb10-serving/logs),
-    or C(~/.local/state/gb10-serving/logs) when C(XDG_STATE_HOME) is not set, as the controller's
+  - Returns the cluster-wide C(gb10_logs_dir) when it is set; else C(<gb10_controller_dir>/logs) when
+    C(gb10_controller_dir) is set (the one folder of the collection's state, see lookup
+    C(gb10.serving.controller_dir)); else C($XDG_STATE_HOME/gb10-serving/logs), or
+    C(~/.local/state/gb10-serving/logs) when C(XDG_STATE_HOME) is not set, as the controller's
     environment has them.
   - The one definition of where the controller's logs go, for container logs of a failed start,
     the link check's report and the benchmark's JSON - roles and playbooks call it
@@ -42,11 +44,7 @@ import os
 from ansible.errors import AnsibleError
 from ansible.plugins.lookup import LookupBase
 
-
-def default_logs_dir(environ):
-    """$XDG_STATE_HOME/gb10-serving/logs, else $HOME/.local/state/gb10-serving/logs."""
-    state = environ.get('XDG_STATE_HOME') or os.path.join(environ.get('HOME') or os.path.expanduser('~'), '.local', 'state')
-    return os.path.join(state, 'gb10-serving', 'logs')
+from ansible_collections.gb10.serving.plugins.module_utils.controller_dir import logs_dir
 
 
 class LookupModule(LookupBase):
@@ -54,8 +52,7 @@ class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         if terms:
             raise AnsibleError("lookup('gb10.serving.logs_dir') takes no terms, got %r" % (terms,))
-        configured = (variables or {}).get('gb10_logs_dir')
-        if configured:
-            # A value set as a template ("{{ playbook_dir }}/logs") is rendered as any variable is.
-            return [str(self._templar.template(configured))]
-        return [default_logs_dir(os.environ)]
+        # A value set as a template ("{{ playbook_dir }}/logs") is rendered as any variable is.
+        configured = [str(self._templar.template(value)) if value else ''
+                      for value in ((variables or {}).get('gb10_logs_dir'), (variables or {}).get('gb10_controller_dir'))]
+        return [logs_dir(configured[0], configured[1], os.environ)]
