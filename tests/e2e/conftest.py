@@ -24,6 +24,7 @@ in each host's engine are kept. At the end of the session the host containers ar
 
 import importlib.util
 import itertools
+import json
 import os
 import sys
 import time
@@ -31,7 +32,7 @@ import time
 import ansible_runner
 import pytest
 
-from .helpers import PLAYBOOK, assert_succeeded, serves
+from .helpers import PLAYBOOK, assert_succeeded, node_state, serves
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUTPUT = os.path.join(TOP, "tests", "output", "e2e")
@@ -39,6 +40,9 @@ OUTPUT = os.path.join(TOP, "tests", "output", "e2e")
 _spec = importlib.util.spec_from_file_location("gb10_sim_cluster", os.path.join(TOP, "tests", "sim", "cluster.py"))
 sim = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sim)
+
+# Every host of the last fresh cluster as it came (helpers.node_state), for the reset's comparison.
+FRESH_NODES = os.path.join(sim.SIM_DIR, "fresh-nodes.json")
 
 _run_ids = itertools.count(1)
 # One folder per session: runner artifacts (events, stdout for a human) and a fact cache of its
@@ -194,6 +198,11 @@ class _Manager:
             fresh = fresh or (self.size is None and os.environ.get("GB10_SIM_REUSE") != "1")
             self.state = self.cluster.up(count, fresh=fresh)
             self.size = count
+            if fresh:
+                # Each host as it came, before any playbook ran: what reset.yml must give back
+                # (test_4d_reset.py). Kept beside the cluster's state for GB10_SIM_REUSE sessions.
+                with open(FRESH_NODES, "w") as f:
+                    json.dump(dict((h["name"], node_state(h["name"])) for h in self.state["hosts"]), f)
             sys.stderr.write("e2e: %s %d-host simulated cluster in %.0f s\n"
                              % ("fresh" if fresh else "resized", count, time.monotonic() - t0))
         return SimCluster(self.state)

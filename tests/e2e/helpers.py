@@ -167,6 +167,54 @@ def on_host(host, *argv):
     return proc.stdout
 
 
+# What a simulated Spark is, as an owner would compare it with a fresh one: its packages and holds,
+# every file under /etc, /usr/local, /opt and /root with its type, mode, owner, link target and
+# content, what sits at the top of /var/lib, its packet filter's tables, and its containers and
+# images. Left out, each for its reason: the host's identity, regenerated at each start
+# (hostname, hosts, resolv.conf, ssh host keys), ld.so.cache (rebuilt by every package change,
+# the same libraries in another order), Ansible's own remote temp folder (~/.ansible: Ansible's,
+# made by any run), ssh's known_hosts (ssh appends to it by itself), and the GB10 fixture kit's own
+# folders (the tests set its hardware state: /opt/gb10-sim, /var/lib/gb10-sim).
+NODE_STATE_SCRIPT = r"""
+set -e
+echo '## packages'; dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' | sort
+echo '## holds'; apt-mark showhold | sort
+echo '## files'
+find /etc /usr/local /opt /root -xdev \( -path /etc/hostname -o -path /etc/hosts -o -path /etc/resolv.conf \
+  -o -path '/etc/ssh/ssh_host_*' -o -path /etc/ld.so.cache -o -path /root/.ansible -o -path /root/.ssh/known_hosts \
+  -o -path /opt/gb10-sim -o -path /root/.cache \) -prune -o -printf '%p %y %m %u:%g %l\n' | sort
+find /etc /usr/local /opt /root -xdev \( -path /etc/hostname -o -path /etc/hosts -o -path /etc/resolv.conf \
+  -o -path '/etc/ssh/ssh_host_*' -o -path /etc/ld.so.cache -o -path /root/.ansible -o -path /root/.ssh/known_hosts \
+  -o -path /opt/gb10-sim -o -path /root/.cache \) -prune -o -type f -print0 | sort -z | xargs -0 -r sha256sum
+echo '## var-lib'; ls -1 /var/lib | grep -vx gb10-sim
+echo '## firewall'; nft list tables | sort
+echo '## containers'; docker ps -a --format '{{.Names}} {{.Image}}' | sort
+echo '## images'; docker images -q --no-trunc | sort -u
+"""
+
+
+def node_state(host):
+    """{section: [lines]} of NODE_STATE_SCRIPT on a simulated Spark."""
+    state, section = {}, None
+    for line in on_host(host, "sh", "-c", NODE_STATE_SCRIPT).splitlines():
+        if line.startswith("## "):
+            section = state.setdefault(line[3:], [])
+        else:
+            section.append(line)
+    return state
+
+
+def state_differences(before, after):
+    """{section: {'gone': [...], 'new': [...]}} of the sections that differ."""
+    out = {}
+    for section in sorted(set(before) | set(after)):
+        gone = sorted(set(before.get(section, [])) - set(after.get(section, [])))
+        new = sorted(set(after.get(section, [])) - set(before.get(section, [])))
+        if gone or new:
+            out[section] = {"gone": gone, "new": new}
+    return out
+
+
 def container_id(host, name):
     return on_host(host, "docker", "inspect", "--format", "{{.Id}}", name).strip()
 

@@ -1,0 +1,57 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""reset.yml on the serving 2-Spark cluster (rule O7): refused without the cluster's name typed
+back, with nothing changed; then every node as it came (packages, units, files, packet filter,
+containers, images: the state conftest read from each host when the cluster was made, before any
+playbook ran); a second run finds nothing to do; and a deploy after it serves again.
+In `scripts/test.sh full` (a whole deploy from a reset cluster, about 10 minutes)."""
+import json
+import os
+
+import pytest
+
+from .conftest import FRESH_NODES, TOP
+from .helpers import (PLAYBOOK, assert_succeeded, failure_messages, node_state, printed_playbook_command, serves,
+                      state_differences)
+
+pytestmark = [pytest.mark.full, pytest.mark.rule("O7")]
+RESET = "playbooks/reset.yml"
+
+
+def test_reset_is_refused_without_the_clusters_name_and_changes_nothing(serving, run_playbook):
+    sim_cluster = serving
+    before = dict((host, node_state(host)) for host in sim_cluster.hosts)
+    result = run_playbook(RESET, sim_cluster.inventory, timeout=600)
+    assert result.status == "failed"
+    (message,) = failure_messages(result, "The cluster's name typed back (gb10_reset_confirm)").values()
+    argv = printed_playbook_command(message)
+    assert os.path.samefile(argv[1], os.path.join(TOP, RESET)), argv
+    assert os.path.samefile(argv[argv.index("-i") + 1], os.path.join(TOP, sim_cluster.inventory)), argv
+    assert argv[-2:] == ["-e", "gb10_reset_confirm=%s" % sim_cluster.head], argv
+    assert dict((host, node_state(host)) for host in sim_cluster.hosts) == before
+    assert serves(sim_cluster)
+
+
+def test_reset_gives_every_node_back_as_it_came_and_a_deploy_serves_again(serving, run_playbook):
+    sim_cluster = serving
+    if not os.path.exists(FRESH_NODES):
+        pytest.fail("no reading of the hosts as they came (%s): the cluster was not made in this session" % FRESH_NODES)
+    with open(FRESH_NODES) as f:
+        fresh = json.load(f)
+    result = run_playbook(RESET, sim_cluster.inventory, timeout=1800,
+                          extravars={"gb10_reset_confirm": sim_cluster.head})
+    assert_succeeded(result, sim_cluster.hosts)
+    said = result.results_by_host(task="What the reset took off")
+    assert all(said[host]["msg"].startswith(host + ": ") and "paths removed" in said[host]["msg"]
+               for host in sim_cluster.hosts), said
+    assert not serves(sim_cluster)
+    for host in sim_cluster.hosts:
+        assert state_differences(fresh[host], node_state(host)) == {}, host
+
+    again = run_playbook(RESET, sim_cluster.inventory, timeout=900, extravars={"gb10_reset_confirm": sim_cluster.head})
+    assert_succeeded(again, sim_cluster.hosts)
+    assert all(stats["changed"] == 0 for stats in again.stats.values()), again.stats
+
+    deployed = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=3000)
+    assert_succeeded(deployed, sim_cluster.hosts)
+    assert serves(sim_cluster)
