@@ -177,3 +177,130 @@ def test_each_recovery_spends_one_of_the_budget(watchdog, program):
     before = len(watchdog.state['recoveries'])
     watchdog.recover('hang', {'verdict': 'hang'})
     assert len(watchdog.state['recoveries']) == before + 1
+
+
+def test_each_recovery_adds_one_to_the_lifetime_total_the_metrics_show(watchdog, program):
+    watchdog.state['recoveries_total'] = 7
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert watchdog.state['recoveries_total'] == 8
+    # A state written before the total was kept counts its kept recoveries as the total so far.
+    del watchdog.state['recoveries_total']
+    kept = len(watchdog.state['recoveries'])
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert watchdog.state['recoveries_total'] == kept + 1
+    with open(os.path.join(watchdog.data, 'state.json')) as handle:
+        assert json.load(handle)['recoveries_total'] == kept + 1
+
+
+def test_the_incident_record_says_what_stopped_and_where_the_time_went(watchdog, program, monkeypatch):
+    clock = iter(range(1000, 2000, 5))
+    monkeypatch.setattr(program.time, 'time', lambda: float(next(clock)))
+    watchdog.recover('hang', {'verdict': 'hang', 'ttft_s': None})
+    record = recovery(watchdog)
+    assert record['started'] == 1000.0 and record['reason'] == 'hang' and record['probe'] == {'verdict': 'hang', 'ttft_s': None}
+    assert record['stopped'] == 'stopped'  # the control script's own words
+    # Each phase's seconds from the start, in the order they happen, and the end after them.
+    assert 0 < record['stopped_s'] < record['nodes_back_s'] < record['back_s']
+    assert record['ended'] > record['started'] + record['back_s']
+    assert record['answer'] == ' the cluster answers.' and record['memory'] == {
+        'spark1': {'state': 'healthy', 'why': ''}, 'spark2': {'state': 'healthy', 'why': ''}}
+    assert os.path.dirname(record['incident']) == os.path.join(watchdog.data, 'incidents')
+    assert watchdog.state['last_recovery']['incident'] == record['incident']
+
+
+def test_no_engine_container_means_nothing_to_stop(watchdog, program, monkeypatch):
+    monkeypatch.setattr(program, 'container_running', lambda name: False)
+    watchdog.recover('no engine', {'verdict': 'down'})
+    assert ('control', 'stop') not in watchdog.cluster.calls
+    assert recovery(watchdog)['stopped'] == 'no engine: gb10-ray-head is not running'
+
+
+@pytest.fixture
+def mp(watchdog, program, monkeypatch):
+    """vLLM's own executor: a headless rank on spark2, reached through the cluster SSH gate."""
+    watchdog.config['ranks'] = {'spark2': '10.0.0.2'}
+    watchdog.cluster.rank_answers = {'stop': (0, 'rank stopped\nengine-rank: stopped after 3 s\n'),
+                                     'start': (0, 'engine-rank: started\n')}
+
+    def rank(self, name, command, timeout=120):
+        self.cluster.calls.append(('rank', name, command))
+        return self.cluster.rank_answers[command]
+
+    monkeypatch.setattr(program.Watchdog, 'rank', rank)
+    return watchdog
+
+
+def test_mp_stops_every_rank_after_rank_0_and_starts_them_after_it(mp, program):
+    mp.recover('hang', {'verdict': 'hang'})
+    order = [call[0] if call[0] != 'rank' else 'rank ' + call[2] for call in mp.cluster.calls
+             if call[0] in ('control', 'rank') or (call[0] == 'exec' and call[1][0] == 'bash')]
+    assert order == ['control', 'rank stop', 'exec', 'rank start'], mp.cluster.calls
+    assert recovery(mp)['stopped'] == 'stopped; spark2: engine-rank: stopped after 3 s'
+    assert mp.state['status'] == program.logic.SERVING
+
+
+def test_mp_a_rank_that_says_nothing_is_recorded_by_its_exit_status(mp, program):
+    mp.cluster.rank_answers['stop'] = (255, '  ')
+    mp.recover('hang', {'verdict': 'hang'})
+    assert recovery(mp)['stopped'] == 'stopped; spark2: exit 255'
+
+
+def test_mp_a_rank_that_does_not_start_fails_the_recovery_before_any_probe(mp, program):
+    mp.cluster.rank_answers['start'] = (3, 'x' * 400 + 'refused: not launch launch-7')
+    mp.recover('hang', {'verdict': 'hang'})
+    assert mp.state['status'] == program.logic.FAILING and ('probe',) not in mp.cluster.calls
+    result = recovery(mp)['result']
+    assert result.startswith('failed: the rank on spark2 did not start (exit 3): x')
+    assert result.endswith('refused: not launch launch-7') and len(result) == len(
+        'failed: the rank on spark2 did not start (exit 3): ') + 300
+
+
+def test_an_engine_that_answers_with_an_error_fails_the_recovery_without_a_verdict_on_the_answer(
+        watchdog, program, monkeypatch):
+    monkeypatch.setattr(program, 'probe', lambda config, question: {
+        'content': '', 'tokens': 0, 'error': 'HTTP 500', 'ttft_s': None})
+    watchdog.state['answer_correct'] = True
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert watchdog.state['status'] == program.logic.FAILING and watchdog.state['answer_correct'] is True
+    assert recovery(watchdog)['result'] == (
+        "failed: the relaunched engine answered '' (HTTP 500) where the profile expects ' the cluster answers.'")
+
+
+def test_a_leaked_head_writes_its_record_before_its_own_reboot_ends_the_watchdog(watchdog, program, monkeypatch):
+    watchdog.cluster.leaks = {'spark1': 'leaked', 'spark2': 'leaked'}
+    seen = {}
+
+    def on_head_node(self, argv, timeout=120):
+        name = [n for n, a in self.config['key_addresses'].items() if a == argv[1]][0]
+        if name == 'spark1':  # the head: what is on disk when its reboot would end this program
+            seen['record'] = recovery(self)
+        self.cluster.calls.append(('reboot-if-leaked', name))
+        return 0, json.dumps({'leaked': True, 'rebooting': True}) + '\n'
+
+    monkeypatch.setattr(program.Watchdog, 'on_head_node', on_head_node)
+    watchdog.cluster.after_reboot = {'spark1': 'healthy', 'spark2': 'healthy'}
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert seen['record']['result'] == (
+        'rebooting the head (spark1), leaked; the next recovery goes on after its boot')
+    assert seen['record']['rebooted'] == {'spark2': {'leaked': True, 'rebooting': True}}
+    # Only the nodes that went down are waited for, the worker before the head.
+    assert [call for call in watchdog.cluster.calls if call[0] == 'down'] == [('down', 'spark2'), ('down', 'spark1')]
+
+
+def test_a_node_that_gives_no_answer_to_its_reboot_is_reported_leaked_with_what_it_said(watchdog, program):
+    watchdog.cluster.leaks['spark2'] = 'leaked'
+    watchdog.on_head_node = lambda argv, timeout=120: (255, 'ssh: connect to host 10.0.0.2 port 22: No route\n')
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert watchdog.state['status'] == program.logic.LEAKED and not relaunched(watchdog.cluster)
+    assert ('no answer from reboot-if-leaked (exit 255): ssh: connect to host 10.0.0.2 port 22: No route'
+            in recovery(watchdog)['result'])
+
+
+def test_a_node_whose_own_reading_finds_no_leak_is_not_rebooted_and_the_cluster_relaunches(watchdog, program):
+    watchdog.cluster.leaks['spark2'] = 'leaked'
+    watchdog.cluster.reboot_answers['spark2'] = {'leaked': False, 'rebooting': False, 'unaccounted_gib': 0.4}
+    watchdog.cluster.after_reboot = {'spark2': 'healthy'}
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert ('down', 'spark2') not in watchdog.cluster.calls
+    assert watchdog.state['status'] == program.logic.SERVING and relaunched(watchdog.cluster)
+    assert recovery(watchdog)['rebooted'] == {'spark2': {'leaked': False, 'rebooting': False, 'unaccounted_gib': 0.4}}
