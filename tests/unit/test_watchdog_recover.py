@@ -32,6 +32,7 @@ class Cluster:
         self.model_copy_cut = []
         self.answer = ' the cluster answers.'
         self.calls = []
+        self.control_args = []
 
 
 @pytest.fixture
@@ -59,8 +60,12 @@ def watchdog(program, tmp_path, monkeypatch):
     monkeypatch.setattr(program, 'probe', probe)
     monkeypatch.setattr(program, 'container_running', lambda name: True)
     monkeypatch.setattr(program.Watchdog, 'keep_logs', lambda self, incident: None)
-    monkeypatch.setattr(program.Watchdog, 'control',
-                        lambda self, command, *args, **kw: (cluster.calls.append(('control', command)), (0, b'stopped'))[1])
+    def control(self, command, *args, **kw):
+        cluster.calls.append(('control', command))
+        cluster.control_args.append((command, args, kw))
+        return 0, b'stopped'
+
+    monkeypatch.setattr(program.Watchdog, 'control', control)
     monkeypatch.setattr(program.Watchdog, 'wait_for_nodes', lambda self: cluster.calls.append(('nodes',)))
     monkeypatch.setattr(program.Watchdog, 'wait_ready', lambda self: cluster.calls.append(('ready',)))
     monkeypatch.setattr(program.Watchdog, 'wait_down', lambda self, name: cluster.calls.append(('down', name)))
@@ -199,6 +204,8 @@ def test_the_incident_record_says_what_stopped_and_where_the_time_went(watchdog,
     record = recovery(watchdog)
     assert record['started'] == 1000.0 and record['reason'] == 'hang' and record['probe'] == {'verdict': 'hang', 'ttft_s': None}
     assert record['stopped'] == 'stopped'  # the control script's own words
+    # SIGTERM and the profile's grace (stop_timeout_s) before anything harder (H4); a minute more to answer.
+    assert watchdog.cluster.control_args == [('stop', ('30',), {'timeout': 90})]
     # Each phase's seconds from the start, in the order they happen, and the end after them.
     assert 0 < record['stopped_s'] < record['nodes_back_s'] < record['back_s']
     assert record['ended'] > record['started'] + record['back_s']
@@ -219,11 +226,13 @@ def test_no_engine_container_means_nothing_to_stop(watchdog, program, monkeypatc
 def mp(watchdog, program, monkeypatch):
     """vLLM's own executor: a headless rank on spark2, reached through the cluster SSH gate."""
     watchdog.config['ranks'] = {'spark2': '10.0.0.2'}
+    watchdog.cluster.rank_timeouts = []
     watchdog.cluster.rank_answers = {'stop': (0, 'rank stopped\nengine-rank: stopped after 3 s\n'),
                                      'start': (0, 'engine-rank: started\n')}
 
     def rank(self, name, command, timeout=120):
         self.cluster.calls.append(('rank', name, command))
+        self.cluster.rank_timeouts.append((command, timeout))
         return self.cluster.rank_answers[command]
 
     monkeypatch.setattr(program.Watchdog, 'rank', rank)
@@ -237,6 +246,8 @@ def test_mp_stops_every_rank_after_rank_0_and_starts_them_after_it(mp, program):
     assert order == ['control', 'rank stop', 'exec', 'rank start'], mp.cluster.calls
     assert recovery(mp)['stopped'] == 'stopped; spark2: engine-rank: stopped after 3 s'
     assert mp.state['status'] == program.logic.SERVING
+    # Each rank gets the same grace as rank 0, and a minute more to answer through the gate.
+    assert mp.cluster.rank_timeouts == [('stop', 90), ('start', 120)]
 
 
 def test_mp_a_rank_that_says_nothing_is_recorded_by_its_exit_status(mp, program):
