@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Mutation score of the unit tests: cosmic-ray (PyPI) changes one thing at a time in a module of
 plugins/module_utils/ (or the watchdog's and the nodes' own programs), runs the unit tests that
-import it, and counts the changes no test notices (survivors). A survivor is either equivalent
+import it or a plugin built on it (a filter, a module), and counts the changes no test notices
+(survivors). A survivor is either equivalent
 (the change cannot alter behaviour) or a test that is missing.
 
     pip install cosmic-ray==8.7.0          # beside the project's venv, or in it
@@ -43,11 +44,21 @@ def module_targets(name):
     if not os.path.isfile(path):
         raise SystemExit('no module %s (plugins/module_utils/%s.py) or program %s' % (name, name, sorted(PROGRAMS)))
     uses = re.compile(r'module_utils(\.%s\b| import [^\n]*\b%s\b)' % (name, name))
+    # The plugins built on the module (a filter, a module), whose tests reach it through them.
+    plugins = []
+    for plugin in glob.glob(os.path.join(TOP, 'plugins', '*', '*.py')):
+        if '/module_utils/' not in plugin:
+            with open(plugin) as handle:
+                if uses.search(handle.read()):
+                    kind, stem = plugin.split(os.sep)[-2], os.path.basename(plugin)[:-3]
+                    plugins.append(re.compile(r'plugins[./]%s[./]%s\b|plugins\.%s import [^\n]*\b%s\b'
+                                              % (kind, stem, kind, stem)))
     tests = []
     for test in sorted(glob.glob(os.path.join(TOP, 'tests', 'unit', '**', 'test_*.py'), recursive=True)):
         with open(test) as handle:
-            if uses.search(handle.read()):
-                tests.append(test)
+            text = handle.read()
+        if uses.search(text) or any(plugin.search(text) for plugin in plugins):
+            tests.append(test)
     return path, tests
 
 
