@@ -26,12 +26,17 @@ def under(path, roots):
     return any(path == root or path.startswith(root.rstrip('/') + '/') for root in roots)
 
 
-def plan_restore(recorded, current, roots):
+def plan_restore(recorded, current, roots, keep=()):
     """(remove, restore): the current entries under roots that the record lacks, deepest first
     (a folder after what it holds), and the recorded entries that are missing or differ now,
     shallowest first (a folder before what it holds). A folder whose only change is below it is
-    not restored itself."""
-    remove = [path for path in current if under(path, roots) and path not in recorded]
+    not restored itself; a folder that holds a path of keep (the record itself) is never removed."""
+    holds_kept = set()
+    for path in keep:
+        while path not in ('/', ''):
+            path = os.path.dirname(path)
+            holds_kept.add(path)
+    remove = [path for path in current if under(path, roots) and path not in recorded and path not in holds_kept]
     # An entry whose type changed (a file where a folder was) goes first, then comes back.
     remove += [path for path in current if path in recorded and current[path]['type'] != recorded[path]['type']]
     restore = [path for path in recorded if under(path, roots) and current.get(path) != recorded[path]]

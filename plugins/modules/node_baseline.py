@@ -228,7 +228,7 @@ def remove_path(path):
 def restore(module, params, document):
     entries = document['entries']
     current = walk(document['paths'], document['exclude'], file_sha256=sha256)
-    remove, back = plan_restore(entries, current, document['paths'])
+    remove, back = plan_restore(entries, current, document['paths'], keep=document['exclude'])
     installed, auto, held = read_packages(module)
     packages = packages_to_remove(document['packages'], installed, auto, params['named_packages'])
     hold, release = holds_to_restore(document['held'], held, installed)
@@ -239,10 +239,10 @@ def restore(module, params, document):
     retag = [{'image': image, 'name': tag} for tag, image in sorted(document.get('tags', {}).items())
              if tags.get(tag) != image and image not in images]
     if not module.check_mode and (remove or back):
-        for path in remove:
-            remove_path(path)
         with tarfile.open(os.path.join(params['record_dir'], 'files.tar')) as archive:
             members = dict(('/' + member.name.lstrip('/'), member) for member in archive.getmembers())
+            for path in remove:
+                remove_path(path)
             for path in back:
                 if os.path.lexists(path) and entries[path]['type'] != 'dir':
                     remove_path(path)

@@ -32,8 +32,10 @@ def node(tmp_path, monkeypatch):
 
 
 def args(tmp_path, **extra):
+    # The record inside a folder the collection makes (as /var/lib/gb10-serving/baseline is).
     base = {'paths': [str(tmp_path / 'etc'), str(tmp_path / 'var' / 'gb10')],
-            'exclude': [str(tmp_path / 'etc' / 'known_hosts')], 'record_dir': str(tmp_path / 'baseline')}
+            'exclude': [str(tmp_path / 'etc' / 'known_hosts'), str(tmp_path / 'var' / 'gb10' / 'baseline')],
+            'record_dir': str(tmp_path / 'var' / 'gb10' / 'baseline')}
     base.update(extra)
     return base
 
@@ -54,7 +56,8 @@ def deploy(tmp_path):
 
 
 def snapshot(tmp_path):
-    return logic.walk([str(tmp_path / 'etc'), str(tmp_path / 'var' / 'gb10')], [str(tmp_path / 'etc' / 'known_hosts')],
+    return logic.walk([str(tmp_path / 'etc'), str(tmp_path / 'var' / 'gb10')],
+                      [str(tmp_path / 'etc' / 'known_hosts'), str(tmp_path / 'var' / 'gb10' / 'baseline')],
                       file_sha256=node_baseline.sha256)
 
 
@@ -73,12 +76,12 @@ def test_a_node_comes_back_as_it_was_recorded(run_module, node, tmp_path):
     assert not failed and plan['changed'] and snapshot(tmp_path) != before  # check mode changes nothing
     failed, result = run_module(node_baseline.main, args(tmp_path, state='restored', named_packages=['nginx']))
     assert not failed and result['changed']
-    assert snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == dict(before, **{str(tmp_path / 'var' / 'gb10'): snapshot(tmp_path)[str(tmp_path / 'var' / 'gb10')]})
     assert result['removed'] == plan['removed'] and result['restored'] == plan['restored']
     etc = str(tmp_path / 'etc')
+    # Its own folder stays while it holds the record (state=absent removes that last).
     assert set(result['removed']) == {etc + '/gb10/nccl.env', etc + '/gb10', str(tmp_path / 'var' / 'gb10')
-                                      + '/watchdog/state.json', str(tmp_path / 'var' / 'gb10') + '/watchdog',
-                                      str(tmp_path / 'var' / 'gb10')}
+                                      + '/watchdog/state.json', str(tmp_path / 'var' / 'gb10') + '/watchdog'}
     assert set(result['restored']) == {etc + '/docker/daemon.json', etc + '/modprobe.d/nvidia-modeset.conf',
                                        etc + '/systemd/sshd.service'}
     # The package installed by hand stays; the collection's and apt's dependency of it go.
@@ -110,12 +113,12 @@ def test_no_record_means_nothing_to_put_back_and_absent_removes_it(run_module, n
     assert not failed and not result['changed'] and result['recorded'] == ''
     run_module(node_baseline.main, args(tmp_path))
     _f, gone = run_module(node_baseline.main, args(tmp_path, state='absent'))
-    assert gone['changed'] and not os.path.exists(tmp_path / 'baseline')
+    assert gone['changed'] and not os.path.exists(tmp_path / 'var' / 'gb10' / 'baseline')
 
 
 def test_check_mode_records_nothing(run_module, node, tmp_path):
     failed, result = run_module(node_baseline.main, args(tmp_path), check_mode=True)
-    assert not failed and result['changed'] and not os.path.exists(tmp_path / 'baseline')
+    assert not failed and result['changed'] and not os.path.exists(tmp_path / 'var' / 'gb10' / 'baseline')
 
 
 def test_holds_come_back_and_holds_added_since_are_released():
