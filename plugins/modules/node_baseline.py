@@ -16,7 +16,7 @@ description:
   - C(state=recorded) records, once, every entry (content, mode, owner, link target) under
     I(paths) in an archive, with the installed packages (and which apt installed as a
     dependency), the package holds, and the node's containers and images. A record that exists is
-    kept: the first deploy's record is the node as it came.
+    kept, so the first deploy's record is the node as it came.
   - C(state=restored) puts I(paths) back as recorded - entries added since are removed, entries
     changed or removed since come back from the archive - and returns what the playbook takes off
     besides files (packages installed since, holds, containers and images that came since).
@@ -58,7 +58,7 @@ attributes:
   diff_mode:
     support: full
 notes:
-  - Owners since the record count as changes: a file the collection made root-owned comes back
+  - Owners count as changes since the record, so a file the collection made root-owned comes back
     with its recorded owner.
 '''
 
@@ -116,7 +116,9 @@ images:
   type: list
   elements: str
 tags:
-  description: Image names the record had that now point elsewhere or nowhere, with the recorded image (C(image), C(name)), to tag again once I(images) are gone.
+  description:
+    - Image names the record had that now point elsewhere or nowhere, with the recorded image
+      (C(image), C(name)), to tag again once I(images) are gone.
   returned: state=restored
   type: list
   elements: dict
@@ -285,8 +287,8 @@ def main():
         module.exit_json(changed=bool(document), recorded=(document or {}).get('recorded', ''),
                          prior_deploy=bool((document or {}).get('prior_deploy')))
     if not document:
-        module.exit_json(changed=False, recorded='', prior_deploy=False, removed=[], restored=[], packages=[],
-                         hold=[], release=[], images=[], tags=[], summary='no record: nothing of this node to put back')
+        module.exit_json(changed=False, recorded='', prior_deploy=False, removed=[], restored=[], packages=[], hold=[],
+                         release=[], images=[], tags=[], summary='no record: nothing of this node to put back')
     result = restore(module, params, document)
     result['diff'] = {'before': ''.join('%s\n' % p for p in sorted(result['removed'] + result['restored'])),
                       'after': ''.join('%s\n' % p for p in sorted(result['restored']))}
