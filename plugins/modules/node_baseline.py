@@ -54,8 +54,10 @@ options:
     default: /var/lib/gb10-serving/baseline
 attributes:
   check_mode:
+    description: Says what it would record, or remove and put back, and changes nothing.
     support: full
   diff_mode:
+    description: The paths removed and put back.
     support: full
 notes:
   - Owners count as changes since the record, so a file the collection made root-owned comes back
