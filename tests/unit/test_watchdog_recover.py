@@ -33,6 +33,10 @@ class Cluster:
         self.answer = ' the cluster answers.'
         self.calls = []
         self.control_args = []
+        self.detached = []
+        # What the gate prints before the program's own last line (ssh's warnings, a banner).
+        self.gate_preamble = "Warning: Permanently added '10.0.0.2' (ED25519) to the list of known hosts.\n"
+
 
 
 @pytest.fixture
@@ -45,11 +49,16 @@ def watchdog(program, tmp_path, monkeypatch):
               'window_s': 3600, 'max_per_day': 6, 'cluster_ssh': '/usr/local/sbin/gb10-cluster-ssh',
               'key_addresses': {'spark1': '10.0.0.1', 'spark2': '10.0.0.2'}}
     os.makedirs(config['data_dir'])
+    # As the role writes it and the program reads it: from JSON (no string shared with the test's literals).
+    config = json.loads(json.dumps(config))
 
     def exec_in(container, argv, detach=False, timeout=60):
         cluster.calls.append(('exec', argv))
+        cluster.detached.append((argv[0], detach))
         if argv[0] == 'grep':
-            return (0 if cluster.launch_script_is_ours else 1), b''
+            # grep -qx: the launch script's own id line, exactly.
+            ours = argv[1:3] == ['-qx', '# gb10-engine-id: %s' % LAUNCH_ID] and cluster.launch_script_is_ours
+            return (0 if ours else 1), b''
         return 0, b''
 
     def probe(config_, question):
@@ -72,7 +81,8 @@ def watchdog(program, tmp_path, monkeypatch):
 
     def check_leaks(self, since, booted=()):
         seen = cluster.after_reboot if booted else cluster.leaks
-        return dict((name, {'state': state, 'why': ''}) for name, state in seen.items())
+        # Read from each exporter's page: strings of their own, as a real reading's are.
+        return json.loads(json.dumps(dict((name, {'state': state, 'why': ''}) for name, state in seen.items())))
 
     def check_model_copies(self):
         if cluster.model_copy_cut:
@@ -83,7 +93,7 @@ def watchdog(program, tmp_path, monkeypatch):
         name = [n for n, a in config['key_addresses'].items() if a == address][0]
         cluster.calls.append(('reboot-if-leaked', name))
         answer = cluster.reboot_answers.get(name, {'leaked': True, 'rebooting': True})
-        return 0, json.dumps(answer) + '\n'
+        return 0, cluster.gate_preamble + json.dumps(answer) + '\n'
 
     monkeypatch.setattr(program.Watchdog, 'check_leaks', check_leaks)
     monkeypatch.setattr(program.Watchdog, 'check_model_copies', check_model_copies)
@@ -227,7 +237,7 @@ def mp(watchdog, program, monkeypatch):
     """vLLM's own executor: a headless rank on spark2, reached through the cluster SSH gate."""
     watchdog.config['ranks'] = {'spark2': '10.0.0.2'}
     watchdog.cluster.rank_timeouts = []
-    watchdog.cluster.rank_answers = {'stop': (0, 'rank stopped\nengine-rank: stopped after 3 s\n'),
+    watchdog.cluster.rank_answers = {'stop': (0, 'rank stopping\nrank stopped\nengine-rank: stopped after 3 s\n'),
                                      'start': (0, 'engine-rank: started\n')}
 
     def rank(self, name, command, timeout=120):
@@ -315,3 +325,94 @@ def test_a_node_whose_own_reading_finds_no_leak_is_not_rebooted_and_the_cluster_
     assert ('down', 'spark2') not in watchdog.cluster.calls
     assert watchdog.state['status'] == program.logic.SERVING and relaunched(watchdog.cluster)
     assert recovery(watchdog)['rebooted'] == {'spark2': {'leaked': False, 'rebooting': False, 'unaccounted_gib': 0.4}}
+
+
+def test_only_the_newest_incidents_are_kept(watchdog, program):
+    incidents = os.path.join(watchdog.data, 'incidents')
+    old = ['20261101T00000%dZ' % i for i in range(6)]
+    for name in old:
+        os.makedirs(os.path.join(incidents, name))
+    watchdog.recover('hang', {'verdict': 'hang'})
+    kept = sorted(os.listdir(incidents))
+    assert len(kept) == watchdog.config['incidents_keep'] and kept[:-1] == old[-4:]
+
+
+def test_the_launch_runs_detached_and_the_watchdog_goes_on_to_wait_for_it(watchdog, program):
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert ('bash', True) in watchdog.cluster.detached and ('grep', False) in watchdog.cluster.detached
+
+
+def test_a_relaunch_that_serves_clears_the_failures_and_marks_the_answer_right(watchdog, program):
+    watchdog.state.update(failures=2, answer_correct=False)
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert watchdog.state['failures'] == 0 and watchdog.state['answer_correct'] is True
+
+
+def test_a_wrong_answer_is_quoted_to_200_characters(watchdog, program):
+    watchdog.cluster.answer = 'w' * 150 + 'x' * 150
+    watchdog.recover('hang', {'verdict': 'hang'})
+    result = recovery(watchdog)['result']
+    assert repr('w' * 150 + 'x' * 50) + ' where' in result
+
+
+def test_the_recovery_record_s_clock(watchdog, program, monkeypatch):
+    """Each phase at a time the test sets: the record's seconds are the differences, to 0.1 s."""
+    now = [10.12345]
+    monkeypatch.setattr(program.time, 'time', lambda: now[0])
+    phases = {'control': 35.26, 'nodes': 47.51, 'ready': 60.0, 'probe': 62.34567}
+    original = watchdog.cluster.calls
+
+    class Calls(list):
+        def append(self, call):
+            super().append(call)
+            now[0] = phases.get(call[0], now[0])
+
+    watchdog.cluster.calls = Calls(original)
+    watchdog.recover('hang', {'verdict': 'hang'})
+    record = recovery(watchdog)
+    assert record['started'] == 10.123 and watchdog.state['recoveries'][-1] == 10.123
+    assert (record['stopped_s'], record['nodes_back_s'], record['back_s']) == (25.1, 37.4, 52.2)
+    assert record['ended'] == 62.346
+
+
+def test_three_nodes_the_head_between_its_workers_by_name_still_reboots_last(watchdog, program):
+    watchdog.config['head'] = 'spark2'
+    watchdog.config['key_addresses'] = {'spark1': '10.0.0.1', 'spark2': '10.0.0.2', 'spark3': '10.0.0.3'}
+    watchdog.cluster.leaks = {'spark1': 'leaked', 'spark2': 'leaked', 'spark3': 'leaked'}
+    watchdog.cluster.after_reboot = {'spark1': 'healthy', 'spark2': 'healthy', 'spark3': 'healthy'}
+    watchdog.recover('hang', {'verdict': 'hang'})
+    asked = [name for kind, *rest in watchdog.cluster.calls if kind == 'reboot-if-leaked' for name in rest]
+    assert asked == ['spark1', 'spark3', 'spark2']
+    # The record the head leaves before its own reboot names the head, and the workers asked before it.
+    assert recovery(watchdog)['rebooted'].keys() == {'spark1', 'spark2', 'spark3'}
+
+
+def test_a_node_whose_memory_was_not_read_is_neither_rebooted_nor_in_the_way(watchdog, program):
+    watchdog.cluster.leaks['spark2'] = 'unread'
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert not [call for call in watchdog.cluster.calls if call[0] == 'reboot-if-leaked']
+    assert watchdog.state['status'] == program.logic.SERVING
+
+
+def test_a_rebooted_node_whose_exporter_is_not_back_yet_is_not_called_still_leaked(watchdog, program):
+    watchdog.cluster.leaks['spark2'] = 'leaked'
+    watchdog.cluster.after_reboot = {'spark2': 'wait'}
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert watchdog.state['status'] == program.logic.SERVING and relaunched(watchdog.cluster)
+
+
+def test_a_node_found_clean_by_its_own_reading_does_not_stop_the_next_from_rebooting(watchdog, program):
+    watchdog.config['key_addresses']['spark3'] = '10.0.0.3'
+    watchdog.cluster.leaks = {'spark1': 'healthy', 'spark2': 'leaked', 'spark3': 'leaked'}
+    watchdog.cluster.reboot_answers['spark2'] = {'leaked': False, 'rebooting': False, 'unaccounted_gib': 0.2}
+    watchdog.cluster.after_reboot = {'spark3': 'healthy'}
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert ('down', 'spark3') in watchdog.cluster.calls and ('down', 'spark2') not in watchdog.cluster.calls
+
+
+def test_a_long_silence_from_the_gate_is_quoted_by_its_last_500_characters(watchdog, program):
+    watchdog.cluster.leaks['spark2'] = 'leaked'
+    said = 'a' * 100 + 'b' * 500
+    watchdog.on_head_node = lambda argv, timeout=120: (1, said + '\n')
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert '(exit 1): %s' % ('b' * 500) in recovery(watchdog)['result'] and 'ab' not in recovery(watchdog)['result']
