@@ -286,6 +286,12 @@ def main():
     if params['state'] == 'absent':
         if document and not module.check_mode:
             shutil.rmtree(params['record_dir'])
+            # The folders made to hold the record go with it, up to the first the node had or
+            # that holds anything else.
+            parent = os.path.dirname(params['record_dir'])
+            while parent not in ('/', '') and parent not in document['entries'] and not os.listdir(parent):
+                os.rmdir(parent)
+                parent = os.path.dirname(parent)
         module.exit_json(changed=bool(document), recorded=(document or {}).get('recorded', ''),
                          prior_deploy=bool((document or {}).get('prior_deploy')))
     if not document:
