@@ -172,8 +172,8 @@ def on_host(host, *argv):
 # content, what sits at the top of /var/lib, its packet filter's tables, and its containers and
 # images. Left out, each for its reason: the host's identity, regenerated at each start
 # (hostname, hosts, resolv.conf, ssh host keys), ld.so.cache (rebuilt by every package change,
-# the same libraries in another order), Ansible's own remote temp folder (~/.ansible: Ansible's,
-# made by any run), ssh's known_hosts (ssh appends to it by itself), and the GB10 fixture kit's own
+# the same libraries in another order), Ansible's own remote folders (~/.ansible and
+# ~/.ansible_async: Ansible's, made by any run), ssh's known_hosts (ssh appends to it by itself), and the GB10 fixture kit's own
 # folders (the tests set its hardware state: /opt/gb10-sim, /var/lib/gb10-sim).
 NODE_STATE_SCRIPT = r"""
 set -e
