@@ -173,7 +173,8 @@ def on_host(host, *argv):
 # images. Left out, each for its reason: the host's identity, regenerated at each start
 # (hostname, hosts, resolv.conf, ssh host keys), ld.so.cache (rebuilt by every package change,
 # the same libraries in another order), Ansible's own remote folders (~/.ansible and
-# ~/.ansible_async: Ansible's, made by any run), ssh's known_hosts (ssh appends to it by itself), and the GB10 fixture kit's own
+# ~/.ansible_async: Ansible's, made by any run), ssh's known_hosts (ssh appends to it by itself),
+# and the GB10 fixture kit's own
 # folders (the tests set its hardware state: /opt/gb10-sim, /var/lib/gb10-sim).
 NODE_STATE_SCRIPT = r"""
 set -e
@@ -182,10 +183,10 @@ echo '## holds'; apt-mark showhold | sort
 echo '## files'
 find /etc /usr/local /opt /root -xdev \( -path /etc/hostname -o -path /etc/hosts -o -path /etc/resolv.conf \
   -o -path '/etc/ssh/ssh_host_*' -o -path /etc/ld.so.cache -o -path /root/.ansible -o -path /root/.ssh/known_hosts \
-  -o -path /opt/gb10-sim -o -path /root/.cache \) -prune -o -printf '%p %y %m %u:%g %l\n' | sort
+  -o -path /opt/gb10-sim -o -path /root/.cache -o -path /root/.ansible_async \) -prune -o -printf '%p %y %m %u:%g %l\n' | sort
 find /etc /usr/local /opt /root -xdev \( -path /etc/hostname -o -path /etc/hosts -o -path /etc/resolv.conf \
   -o -path '/etc/ssh/ssh_host_*' -o -path /etc/ld.so.cache -o -path /root/.ansible -o -path /root/.ssh/known_hosts \
-  -o -path /opt/gb10-sim -o -path /root/.cache \) -prune -o -type f -print0 | sort -z | xargs -0 -r sha256sum
+  -o -path /opt/gb10-sim -o -path /root/.cache -o -path /root/.ansible_async \) -prune -o -type f -print0 | sort -z | xargs -0 -r sha256sum
 echo '## var-lib'; ls -1 /var/lib | grep -vx gb10-sim
 echo '## firewall'; nft list tables | sort
 echo '## containers'; docker ps -a --format '{{.Names}} {{.Image}}' | sort
