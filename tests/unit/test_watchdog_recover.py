@@ -200,6 +200,7 @@ def test_each_recovery_adds_one_to_the_lifetime_total_the_metrics_show(watchdog,
     assert watchdog.state['recoveries_total'] == 8
     # A state written before the total was kept counts its kept recoveries as the total so far.
     del watchdog.state['recoveries_total']
+    watchdog.state['recoveries'] = [1.0, 2.0, 3.0, 4.0]
     kept = len(watchdog.state['recoveries'])
     watchdog.recover('hang', {'verdict': 'hang'})
     assert watchdog.state['recoveries_total'] == kept + 1
@@ -285,6 +286,11 @@ def test_an_engine_that_answers_with_an_error_fails_the_recovery_without_a_verdi
     assert watchdog.state['status'] == program.logic.FAILING and watchdog.state['answer_correct'] is True
     assert recovery(watchdog)['result'] == (
         "failed: the relaunched engine answered '' (HTTP 500) where the profile expects ' the cluster answers.'")
+    # A long answer cut short by the error is quoted to 200 characters.
+    monkeypatch.setattr(program, 'probe', lambda config, question: {
+        'content': 'a' * 150 + 'b' * 150, 'tokens': 0, 'error': 'stream cut', 'ttft_s': None})
+    watchdog.recover('hang', {'verdict': 'hang'})
+    assert "answered %r (stream cut)" % ('a' * 150 + 'b' * 50) in recovery(watchdog)['result']
 
 
 def test_a_leaked_head_writes_its_record_before_its_own_reboot_ends_the_watchdog(watchdog, program, monkeypatch):
@@ -380,9 +386,24 @@ def test_three_nodes_the_head_between_its_workers_by_name_still_reboots_last(wat
     watchdog.config['key_addresses'] = {'spark1': '10.0.0.1', 'spark2': '10.0.0.2', 'spark3': '10.0.0.3'}
     watchdog.cluster.leaks = {'spark1': 'leaked', 'spark2': 'leaked', 'spark3': 'leaked'}
     watchdog.cluster.after_reboot = {'spark1': 'healthy', 'spark2': 'healthy', 'spark3': 'healthy'}
+    record = os.path.join(watchdog.data, 'incidents')
+    on_disk = {}
+    asked_before = program.Watchdog.on_head_node
+
+    def on_head_node(self, argv, timeout=120):
+        # What the incident's record says when each node is asked: only the head's own turn
+        # writes "rebooting the head" (its reboot ends this program).
+        name = [n for n, a in self.config['key_addresses'].items() if a == argv[1]][0]
+        written = [os.path.join(root, 'recovery.json') for root, _dirs, files in os.walk(record) if 'recovery.json' in files]
+        with open(written[0]) if written else open(os.devnull) as handle:
+            on_disk[name] = handle.read()
+        return asked_before(self, argv, timeout)
+
+    watchdog.on_head_node = on_head_node.__get__(watchdog)
     watchdog.recover('hang', {'verdict': 'hang'})
     asked = [name for kind, *rest in watchdog.cluster.calls if kind == 'reboot-if-leaked' for name in rest]
     assert asked == ['spark1', 'spark3', 'spark2']
+    assert on_disk['spark1'] == on_disk['spark3'] == '' and 'rebooting the head (spark2)' in on_disk['spark2']
     # The record the head leaves before its own reboot names the head, and the workers asked before it.
     assert recovery(watchdog)['rebooted'].keys() == {'spark1', 'spark2', 'spark3'}
 
