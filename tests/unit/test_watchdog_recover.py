@@ -200,7 +200,7 @@ def test_each_recovery_adds_one_to_the_lifetime_total_the_metrics_show(watchdog,
     assert watchdog.state['recoveries_total'] == 8
     # A state written before the total was kept counts its kept recoveries as the total so far.
     del watchdog.state['recoveries_total']
-    watchdog.state['recoveries'] = [1.0, 2.0, 3.0, 4.0]
+    watchdog.state['recoveries'] = [1.0, 2.0, 3.0, 4.0, 5.0]
     kept = len(watchdog.state['recoveries'])
     watchdog.recover('hang', {'verdict': 'hang'})
     assert watchdog.state['recoveries_total'] == kept + 1
