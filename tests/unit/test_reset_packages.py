@@ -6,7 +6,10 @@ import glob
 import os
 import re
 
+import pytest
 import yaml
+
+pytestmark = pytest.mark.rule("O7")
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NEVER = {'nvidia_driver'}

@@ -9,6 +9,8 @@ import pytest
 from ansible_collections.gb10.serving.plugins.module_utils import node_baseline as logic
 from ansible_collections.gb10.serving.plugins.modules import node_baseline
 
+pytestmark = pytest.mark.rule("O7")
+
 
 @pytest.fixture
 def node(tmp_path, monkeypatch):
