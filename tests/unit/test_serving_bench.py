@@ -57,4 +57,5 @@ def test_without_matplotlib_the_png_is_skipped_with_the_command_that_installs_it
     command = said.split('(', 1)[1].rstrip(')')
     assert said.startswith('png: not drawn') and command == '%s -m pip install matplotlib' % sys.executable
     # The command as printed is one a shell runs: pip answers for the same Python.
-    assert subprocess.run(command.replace('install matplotlib', '--version').split(), capture_output=True).returncode == 0
+    assert subprocess.run(command.replace('install matplotlib', '--version').split(), capture_output=True,
+                          check=False).returncode == 0

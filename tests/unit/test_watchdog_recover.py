@@ -38,7 +38,6 @@ class Cluster:
         self.gate_preamble = "Warning: Permanently added '10.0.0.2' (ED25519) to the list of known hosts.\n"
 
 
-
 @pytest.fixture
 def watchdog(program, tmp_path, monkeypatch):
     cluster = Cluster()
@@ -69,6 +68,7 @@ def watchdog(program, tmp_path, monkeypatch):
     monkeypatch.setattr(program, 'probe', probe)
     monkeypatch.setattr(program, 'container_running', lambda name: True)
     monkeypatch.setattr(program.Watchdog, 'keep_logs', lambda self, incident: None)
+
     def control(self, command, *args, **kw):
         cluster.calls.append(('control', command))
         cluster.control_args.append((command, args, kw))

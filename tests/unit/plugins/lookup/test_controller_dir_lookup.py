@@ -47,7 +47,7 @@ def test_one_variable_moves_keys_ca_reports_and_logs(tmp_path):
 
 def test_gb10_logs_dir_still_wins_over_the_state_folder(tmp_path):
     rc, out = run_lookup({'HOME': str(tmp_path)}, extra=['-e', 'gb10_controller_dir=%s/state' % tmp_path,
-                                                          '-e', 'gb10_logs_dir=%s/mine' % tmp_path])
+                                                         '-e', 'gb10_logs_dir=%s/mine' % tmp_path])
     assert rc == 0 and 'msg: %s/mine\n' % tmp_path in out, out
 
 
