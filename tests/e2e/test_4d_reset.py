@@ -11,7 +11,7 @@ import os
 import pytest
 
 from .conftest import FRESH_NODES, TOP
-from .helpers import (PLAYBOOK, assert_succeeded, failure_messages, node_state, printed_playbook_command, serves,
+from .helpers import (PLAYBOOK, assert_succeeded, failure_messages, node_state, on_host, printed_playbook_command, serves,
                       state_differences)
 
 pytestmark = [pytest.mark.full, pytest.mark.rule("O7")]
@@ -57,3 +57,22 @@ def test_reset_gives_every_node_back_as_it_came_and_a_deploy_serves_again(servin
     deployed = run_playbook(PLAYBOOK, sim_cluster.inventory, timeout=3000)
     assert_succeeded(deployed, sim_cluster.hosts)
     assert serves(sim_cluster)
+
+
+def test_a_deployed_node_without_its_record_is_refused_before_anything_changes(serving, run_playbook):
+    # A node an earlier release deployed (no record of what it was before): nothing could be put back.
+    sim_cluster = serving
+    worker = sim_cluster.hosts[1]
+    on_host(worker, "mv", "/var/lib/gb10-serving/baseline", "/var/lib/gb10-serving/baseline.kept")
+    try:
+        before = dict((host, node_state(host)) for host in sim_cluster.hosts)
+        result = run_playbook(RESET, sim_cluster.inventory, timeout=600,
+                              extravars={"gb10_reset_confirm": sim_cluster.head})
+        assert result.status == "failed"
+        messages = failure_messages(result, "Refuse a deployed node without its record")
+        assert list(messages) == [worker], messages
+        assert messages[worker].startswith("%s was deployed without a record of what it was before" % worker)
+        assert dict((host, node_state(host)) for host in sim_cluster.hosts) == before
+        assert serves(sim_cluster)
+    finally:
+        on_host(worker, "mv", "/var/lib/gb10-serving/baseline.kept", "/var/lib/gb10-serving/baseline")
