@@ -10,33 +10,25 @@ import os
 import re
 import shlex
 
-import subprocess
-import sys
-
 import jsonschema
+import pytest
 import yaml
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+LOGS_DIR = "{{ lookup('gb10.serving.logs_dir') }}"
 
 
-def run_lookup(env_overrides, expr="{{ lookup('gb10.serving.logs_dir') }}", extra=()):
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(TOP, '.collections'), ANSIBLE_NOCOLOR='1',
-               ANSIBLE_CONFIG=os.path.join(TOP, 'ansible.cfg'))
-    env.pop('XDG_STATE_HOME', None)
-    env.update(env_overrides)
-    proc = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), 'ansible'), 'localhost', '-c', 'local', '-m',
-         'ansible.builtin.debug', '-a', 'msg=' + expr] + list(extra),
-        cwd=TOP, env=env, capture_output=True, text=True, timeout=120, check=False)
-    return proc.returncode, proc.stdout + proc.stderr
+@pytest.fixture
+def run_lookup(lookup_msg):
+    return lambda env_overrides, expr=LOGS_DIR, extra=(): lookup_msg(env_overrides, expr, extra)
 
 
-def test_the_users_configuration_folder_by_default(tmp_path):
+def test_the_users_configuration_folder_by_default(tmp_path, run_lookup):
     rc, out = run_lookup({'HOME': str(tmp_path)}, "{{ lookup('gb10.serving.controller_dir') }}")
     assert rc == 0 and 'msg: %s/.config/gb10-serving\n' % tmp_path in out, out
 
 
-def test_one_variable_moves_keys_ca_reports_and_logs(tmp_path):
+def test_one_variable_moves_keys_ca_reports_and_logs(tmp_path, run_lookup):
     extra = ['-e', 'gb10_state_base=%s' % tmp_path, '-e', 'gb10_controller_dir={{ gb10_state_base }}/state']
     expr = ("{{ [lookup('gb10.serving.controller_dir', 'spark1.api-key'), lookup('gb10.serving.controller_dir', 'reports'),"
             " lookup('gb10.serving.logs_dir')] | join(' ') }}")
@@ -45,13 +37,13 @@ def test_one_variable_moves_keys_ca_reports_and_logs(tmp_path):
     assert 'msg: {0}/state/spark1.api-key {0}/state/reports {0}/state/logs'.format(tmp_path) in ' '.join(out.split()), out
 
 
-def test_gb10_logs_dir_still_wins_over_the_state_folder(tmp_path):
+def test_gb10_logs_dir_still_wins_over_the_state_folder(tmp_path, run_lookup):
     rc, out = run_lookup({'HOME': str(tmp_path)}, extra=['-e', 'gb10_controller_dir=%s/state' % tmp_path,
                                                          '-e', 'gb10_logs_dir=%s/mine' % tmp_path])
     assert rc == 0 and 'msg: %s/mine\n' % tmp_path in out, out
 
 
-def test_a_part_that_leaves_the_folder_is_refused(tmp_path):
+def test_a_part_that_leaves_the_folder_is_refused(tmp_path, run_lookup):
     rc, out = run_lookup({'HOME': str(tmp_path)}, "{{ lookup('gb10.serving.controller_dir', '../elsewhere') }}")
     assert rc != 0 and 'takes parts below the folder' in out, out
 
