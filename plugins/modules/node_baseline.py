@@ -102,16 +102,13 @@ packages:
   returned: state=restored
   type: list
   elements: str
-hold:
-  description: Packages held at the record and no longer.
+selections:
+  description:
+    - dpkg selections that put the holds back as recorded, C(name) and C(selection) each - C(hold) for a
+      package held at the record and no longer, C(install) for one held since.
   returned: state=restored
   type: list
-  elements: str
-release:
-  description: Packages held since the record.
-  returned: state=restored
-  type: list
-  elements: str
+  elements: dict
 images:
   description: Image IDs present now that the record does not have.
   returned: state=restored
@@ -252,7 +249,9 @@ def restore(module, params, document):
                     remove_path(path)
                 # numeric_owner: the IDs as recorded, not names looked up again.
                 archive.extract(members[path], path='/', set_attrs=True, numeric_owner=True)
-    return {'removed': remove, 'restored': back, 'packages': packages, 'hold': hold, 'release': release,
+    selections = ([{'name': name, 'selection': 'hold'} for name in hold]
+                  + [{'name': name, 'selection': 'install'} for name in release])
+    return {'removed': remove, 'restored': back, 'packages': packages, 'selections': selections,
             'images': images, 'tags': retag, 'summary': summary(remove, back, packages, images),
             'changed': bool(remove or back)}
 
@@ -295,8 +294,8 @@ def main():
         module.exit_json(changed=bool(document), recorded=(document or {}).get('recorded', ''),
                          prior_deploy=bool((document or {}).get('prior_deploy')))
     if not document:
-        module.exit_json(changed=False, recorded='', prior_deploy=False, removed=[], restored=[], packages=[], hold=[],
-                         release=[], images=[], tags=[], summary='no record: nothing of this node to put back')
+        module.exit_json(changed=False, recorded='', prior_deploy=False, removed=[], restored=[], packages=[],
+                         selections=[], images=[], tags=[], summary='no record: nothing of this node to put back')
     result = restore(module, params, document)
     result['diff'] = {'before': ''.join('%s\n' % p for p in sorted(result['removed'] + result['restored'])),
                       'after': ''.join('%s\n' % p for p in sorted(result['restored']))}

@@ -65,11 +65,13 @@ def snapshot(tmp_path):
 
 def test_a_node_comes_back_as_it_was_recorded(run_module, node, tmp_path):
     before = snapshot(tmp_path)
+    node['held'] = ['nftables']
     failed, recorded = run_module(node_baseline.main, args(tmp_path))
     assert not failed and recorded['changed'] and recorded['prior_deploy'] is False
     deploy(tmp_path)
     node['packages'].update({'nginx': '1.22', 'nginx-common': '1.22', 'htop': '3.2'})
     node['auto'] = ['nginx-common']
+    node['held'] = ['bash']  # nftables released by hand, bash held since
     node['images'] = ['sha256:base', 'sha256:serving']
     node['tags'] = {'vllm-node:latest': 'sha256:serving'}  # the copy took the earlier build's name
 
@@ -89,6 +91,7 @@ def test_a_node_comes_back_as_it_was_recorded(run_module, node, tmp_path):
     # The package installed by hand stays; the collection's and apt's dependency of it go.
     assert result['packages'] == ['nginx', 'nginx-common'] and result['images'] == ['sha256:serving']
     assert result['tags'] == [{'image': 'sha256:base', 'name': 'vllm-node:latest'}]
+    assert result['selections'] == [{'name': 'nftables', 'selection': 'hold'}, {'name': 'bash', 'selection': 'install'}]
     assert os.path.exists(tmp_path / 'etc' / 'known_hosts')  # excluded: ssh's own
     # Twice: nothing left to do.
     failed, again = run_module(node_baseline.main, args(tmp_path, state='restored'))
