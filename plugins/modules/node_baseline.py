@@ -139,9 +139,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gb10.serving.plugins.module_utils.node_baseline import (
     holds_to_restore, packages_to_remove, plan_restore, summary, walk)
 
-# The collection's own folders: a record made where one exists is a record of a node an earlier
+# The collection's own folder: a record made where it exists is a record of a node an earlier
 # release deployed to.
-OWN = ('/etc/gb10', '/var/lib/gb10')
+OWN = ('/etc/gb10',)
+# tarfile's extraction filters (Python 3.12, and the security releases of 3.8 to 3.11) where there.
+TRUSTED = {'filter': 'fully_trusted'} if hasattr(tarfile, 'fully_trusted_filter') else {}
 
 
 def sha256(path):
@@ -247,8 +249,10 @@ def restore(module, params, document):
             for path in back:
                 if os.path.lexists(path) and entries[path]['type'] != 'dir':
                     remove_path(path)
-                # numeric_owner: the IDs as recorded, not names looked up again.
-                archive.extract(members[path], path='/', set_attrs=True, numeric_owner=True)
+                # numeric_owner: the IDs as recorded, not names looked up again. The archive is this
+                # module's own, root's alone: extracted as written (Python 3.14 would otherwise apply
+                # its 'data' filter, which refuses absolute links such as /etc's).
+                archive.extract(members[path], path='/', set_attrs=True, numeric_owner=True, **TRUSTED)
     selections = ([{'name': name, 'selection': 'hold'} for name in hold]
                   + [{'name': name, 'selection': 'install'} for name in release])
     return {'removed': remove, 'restored': back, 'packages': packages, 'selections': selections,
