@@ -8,9 +8,11 @@ from ansible_collections.gb10.serving.plugins.module_utils.roce import (
     compare_nodes,
     covering_network,
     gid_ipv4,
+    nccl_env,
     parse_ip_addr,
     parse_rate,
     plan,
+    rdma_limits,
     read_netdevs,
     read_rdma,
 )
@@ -264,3 +266,34 @@ def test_twins_whose_ipv4_gids_sit_at_other_indexes_are_refused(fixture_path, tm
     result = plan(read_rdma(str(root)), addresses, read_netdevs(str(root), sorted(addresses)), '192.168.100.10', 'roce')
     assert any(p.startswith('the RoCE v2 IPv4 GID index differs between HCAs (') and 'roceP2p1s0f1=5' in p
                and 'rocep1s0f1=3' in p for p in result['problems']), result['problems']
+
+
+def test_a_ring_link_under_the_speed_floor_is_named_with_its_rate(fixture_path):
+    # N5: the ring's links are its four CX7 halves; one that trained at a lower rate is named.
+    fast = facts(fixture_path, 'ring3/spark1', '10.10.0.1', 'roce_ring')
+    rates = sorted(set(link['speed_mbps'] for link in fast['ring_links']))
+    assert fast['problems'] == [] and len(rates) == 1
+    slow = facts(fixture_path, 'ring3/spark1', '10.10.0.1', 'roce_ring', min_speed_mbps=rates[0] + 1)
+    named = [p for p in slow['problems'] if p.startswith('ring link ')]
+    assert sorted(named) == sorted('ring link %s runs at %d Mb/s (rule N5)' % (link['iface'], rates[0])
+                                   for link in fast['ring_links'])
+
+
+def test_nodes_with_different_numbers_of_hcas_are_named_with_each_count(fixture_path):
+    ring = dict(('spark%d' % n, facts(fixture_path, 'ring3/spark%d' % n, '10.10.0.%d' % n, 'roce_ring'))
+                for n in (1, 2, 3))
+    ring['spark2'] = dict(ring['spark2'], hcas=ring['spark2']['hcas'][:2])
+    assert 'nodes use different numbers of RoCE HCAs: spark1=4, spark2=2, spark3=4' in compare_nodes(ring)
+
+
+def test_a_transport_the_collection_does_not_know_is_refused_by_name(fixture_path):
+    with pytest.raises(RoceError, match=r"^transport must be one of roce, roce_ring, socket, got 'infiniband'$"):
+        facts(fixture_path, 'direct-pair/spark1', '192.168.100.10', 'infiniband')
+    with pytest.raises(RoceError, match=r"^transport must be one of roce, roce_ring, socket, got 'ib'$"):
+        nccl_env('ib', 'enp1s0f1np1', '192.168.100.10')
+
+
+def test_a_container_without_file_descriptors_is_refused():
+    with pytest.raises(RoceError, match=r'^nofile must be above 0, got 0$'):
+        rdma_limits({'nofile': 0})
+    assert rdma_limits({'nofile': 1})['nofile'] == 1
