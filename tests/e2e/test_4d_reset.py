@@ -37,7 +37,7 @@ def test_reset_is_refused_without_the_clusters_name_and_changes_nothing(serving,
 def test_reset_gives_every_node_back_as_it_came_and_a_deploy_serves_again(serving, run_playbook):
     sim_cluster = serving
     if not os.path.exists(FRESH_NODES):
-        pytest.fail("no reading of the hosts as they came (%s): the cluster was not made in this session" % FRESH_NODES)
+        pytest.fail("no reading of the hosts as they came (%s): the cluster was not made by this run of the tests" % FRESH_NODES)
     with open(FRESH_NODES) as f:
         fresh = json.load(f)
     result = run_playbook(RESET, sim_cluster.inventory, timeout=1800,
