@@ -232,6 +232,8 @@ def restore(module, params, document):
     entries = document['entries']
     current = walk(document['paths'], document['exclude'], file_sha256=sha256)
     remove, back = plan_restore(entries, current, document['paths'], keep=document['exclude'])
+    # A socket or a pipe is not archived (a program makes it when it starts): nothing to put back.
+    back = [path for path in back if entries[path]['type'] != 'other']
     installed, auto, held = read_packages(module)
     packages = packages_to_remove(document['packages'], installed, auto, params['named_packages'])
     hold, release = holds_to_restore(document['held'], held, installed)

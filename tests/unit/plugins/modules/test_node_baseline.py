@@ -98,6 +98,18 @@ def test_a_node_comes_back_as_it_was_recorded(run_module, node, tmp_path):
     assert not again['changed'] and again['removed'] == [] and again['restored'] == []
 
 
+def test_a_socket_that_was_there_is_not_put_back(run_module, node, tmp_path):
+    import socket
+    path = str(tmp_path / 'etc' / 'docker' / 'control.sock')
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    run_module(node_baseline.main, args(tmp_path))
+    listener.close()
+    os.unlink(path)
+    failed, result = run_module(node_baseline.main, args(tmp_path, state='restored'))
+    assert not failed and result['restored'] == [] and not os.path.exists(path)
+
+
 def test_a_record_is_made_once_and_the_first_one_kept(run_module, node, tmp_path):
     run_module(node_baseline.main, args(tmp_path))
     deploy(tmp_path)
