@@ -7,8 +7,9 @@ The first deploy records, before its first change of a node, every entry under t
 collection manages (the one list in roles/cluster/vars/main.yml, which the converged check reads
 too), with the packages, their holds and the node's containers and images. A reset restores those
 folders as recorded (entries added since removed, entries changed or removed since put back) and
-takes off the packages the collection installed since. Pure functions over entry records; the
-module gb10.serving.node_baseline does the reading and writing.
+takes off the packages the collection installed since. The plan is pure functions over entry
+records; walk() reads a tree into them; the module gb10.serving.node_baseline does the rest of the
+reading and the writing.
 
 An entry record: {'type': 'file'|'dir'|'link'|'other', 'mode': int, 'uid': int, 'gid': int} with
 'sha256' for a file and 'target' for a link.
@@ -18,7 +19,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import os
+import stat
 
 
 def under(path, roots):
@@ -69,10 +72,18 @@ def summary(remove, restore, packages, images):
     return ', '.join(parts) if parts else 'nothing to take off: the node is as recorded'
 
 
+def sha256(path):
+    """The hex SHA-256 of a file's content, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, 'rb') as handle:
+        for block in iter(lambda: handle.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def entry(path, lstat, read_link, file_sha256):
     """The entry record of one path from its lstat result (os.lstat), read_link(path) and
     file_sha256(path)."""
-    import stat
     kind = ('dir' if stat.S_ISDIR(lstat.st_mode) else 'link' if stat.S_ISLNK(lstat.st_mode)
             else 'file' if stat.S_ISREG(lstat.st_mode) else 'other')
     record = {'type': kind, 'mode': stat.S_IMODE(lstat.st_mode), 'uid': lstat.st_uid, 'gid': lstat.st_gid}
@@ -84,7 +95,7 @@ def entry(path, lstat, read_link, file_sha256):
     return record
 
 
-def walk(roots, exclude, lstat=os.lstat, read_link=os.readlink, file_sha256=None, listdir=os.listdir):
+def walk(roots, exclude, lstat=os.lstat, read_link=os.readlink, file_sha256=sha256, listdir=os.listdir):
     """{path: entry} of every entry under roots (links not followed), but those under exclude."""
     found = {}
     pending = list(roots)

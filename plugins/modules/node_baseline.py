@@ -15,11 +15,11 @@ version_added: "0.2.0"
 description:
   - C(state=recorded) records, once, every entry (content, mode, owner, link target) under
     I(paths) in an archive, with the installed packages (and which apt installed as a
-    dependency), the package holds, and the node's containers and images. A record that exists is
+    dependency), the package holds, and the node's images and their names. A record that exists is
     kept, so the first deploy's record is the node as it came.
   - C(state=restored) puts I(paths) back as recorded - entries added since are removed, entries
     changed or removed since come back from the archive - and returns what the playbook takes off
-    besides files (packages installed since, holds, containers and images that came since).
+    besides files (packages installed since, holds, images that came since and names to give back).
   - C(state=absent) removes the record (the last step of a reset).
   - Package removal, Docker objects and services are the playbook's (playbooks/reset.yml), with the
     well-kept modules; this module moves files only.
@@ -128,7 +128,6 @@ summary:
 '''
 
 import datetime
-import hashlib
 import json
 import os
 import shutil
@@ -144,14 +143,6 @@ from ansible_collections.gb10.serving.plugins.module_utils.node_baseline import 
 OWN = ('/etc/gb10',)
 # tarfile's extraction filters (Python 3.12, and the security releases of 3.8 to 3.11) where there.
 TRUSTED = {'filter': 'fully_trusted'} if hasattr(tarfile, 'fully_trusted_filter') else {}
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, 'rb') as handle:
-        for block in iter(lambda: handle.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_packages(module):
@@ -176,34 +167,31 @@ def read_packages(module):
 
 
 def read_docker(module):
-    """(container names, image IDs, {repository:tag: image ID}); empty where Docker is absent or
-    not answering."""
+    """(image IDs, {repository:tag: image ID}); empty where Docker is absent or not answering."""
     docker = module.get_bin_path('docker')
     if not docker:
-        return [], [], {}
-    rc, names, _err = module.run_command([docker, 'ps', '-a', '--format', '{{.Names}}'])
-    rc2, images, _err = module.run_command([docker, 'images', '--no-trunc', '--format', '{{.ID}} {{.Repository}}:{{.Tag}}'])
-    tags = {}
-    for line in images.splitlines() if rc2 == 0 else []:
+        return [], {}
+    rc, out, _err = module.run_command([docker, 'images', '--no-trunc', '--format', '{{.ID}} {{.Repository}}:{{.Tag}}'])
+    ids, tags = set(), {}
+    for line in out.splitlines() if rc == 0 else []:
         image, tag = line.split(' ', 1)
+        ids.add(image)
         if not tag.endswith('<none>'):
             tags[tag] = image
-    ids = sorted(set(line.split(' ', 1)[0] for line in images.splitlines())) if rc2 == 0 else []
-    return (sorted(names.split()) if rc == 0 else []), ids, tags
+    return sorted(ids), tags
 
 
 def record(module, params):
     record_dir = params['record_dir']
     paths = [os.path.normpath(path) for path in params['paths']]
-    entries = walk(paths, params['exclude'], file_sha256=sha256)
+    entries = walk(paths, params['exclude'])
     installed, auto, held = read_packages(module)
-    containers, images, tags = read_docker(module)
+    images, tags = read_docker(module)
     document = {
         'recorded': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ'),
         'prior_deploy': any(os.path.exists(path) for path in OWN),
         'paths': paths, 'exclude': params['exclude'], 'entries': entries,
-        'packages': installed, 'auto': auto, 'held': held, 'containers': containers, 'images': images,
-        'tags': tags,
+        'packages': installed, 'auto': auto, 'held': held, 'images': images, 'tags': tags,
     }
     if module.check_mode:
         return document
@@ -230,14 +218,14 @@ def remove_path(path):
 
 def restore(module, params, document):
     entries = document['entries']
-    current = walk(document['paths'], document['exclude'], file_sha256=sha256)
+    current = walk(document['paths'], document['exclude'])
     remove, back = plan_restore(entries, current, document['paths'], keep=document['exclude'])
     # A socket or a pipe is not archived (a program makes it when it starts): nothing to put back.
     back = [path for path in back if entries[path]['type'] != 'other']
     installed, auto, held = read_packages(module)
     packages = packages_to_remove(document['packages'], installed, auto, params['named_packages'])
     hold, release = holds_to_restore(document['held'], held, installed)
-    containers, images, tags = read_docker(module)
+    images, tags = read_docker(module)
     images = sorted(set(images) - set(document['images']))
     # The recorded names of images the node still has, where a name now points elsewhere (the
     # serving image's tag moved to the copy the deploy brought): given back after that copy goes.

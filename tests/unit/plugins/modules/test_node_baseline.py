@@ -19,7 +19,7 @@ def node(tmp_path, monkeypatch):
              'tags': {'vllm-node:latest': 'sha256:base'}}
     monkeypatch.setattr(node_baseline, 'read_packages',
                         lambda module: (dict(state['packages']), list(state['auto']), list(state['held'])))
-    monkeypatch.setattr(node_baseline, 'read_docker', lambda module: ([], list(state['images']), dict(state['tags'])))
+    monkeypatch.setattr(node_baseline, 'read_docker', lambda module: (list(state['images']), dict(state['tags'])))
     monkeypatch.setattr(node_baseline, 'OWN', (str(tmp_path / 'etc' / 'gb10'),))
     etc = tmp_path / 'etc'
     (etc / 'modprobe.d').mkdir(parents=True)
@@ -59,8 +59,7 @@ def deploy(tmp_path):
 
 def snapshot(tmp_path):
     return logic.walk([str(tmp_path / 'etc'), str(tmp_path / 'var' / 'gb10')],
-                      [str(tmp_path / 'etc' / 'known_hosts'), str(tmp_path / 'var' / 'gb10' / 'baseline')],
-                      file_sha256=node_baseline.sha256)
+                      [str(tmp_path / 'etc' / 'known_hosts'), str(tmp_path / 'var' / 'gb10' / 'baseline')])
 
 
 def test_a_node_comes_back_as_it_was_recorded(run_module, node, tmp_path):
