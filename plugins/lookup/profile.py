@@ -40,6 +40,13 @@ options:
       - C(ray) (rules R1-R5) or C(mp), vLLM's own multi-node executor (rules X1-X3).
     type: str
     default: ''
+  image:
+    description:
+      - The serving image, replacing the profile's C(image) (and the overlay's); empty for theirs.
+      - The cluster role passes C(gb10_profile_image), an upgrade to a new build of the engine without
+        a new profile file. Pinned like the profile's own (a tag that says the version, or a digest, M1).
+    type: str
+    default: ''
   profiles_dir:
     description:
       - Directory holding the profiles (and their C(overlays/)); empty for the collection's C(profiles/).
@@ -135,6 +142,7 @@ class LookupModule(LookupBase):
                                    % (overlay_name, overlay_path, ', '.join(known) or '(none)'))
             overlay = _read_yaml(overlay_path)
         try:
-            return [load(terms[0], read_profiles(profiles_dir), overlay, overlay_name, self.get_option('executor'))]
+            return [load(terms[0], read_profiles(profiles_dir), overlay, overlay_name, self.get_option('executor'),
+                         self.get_option('image'))]
         except ProfileError as exc:
             raise AnsibleError(to_native(exc))

@@ -452,9 +452,26 @@ def choose_executor(profile, chosen, source):
     return profile
 
 
-def load(name, profiles, overlay=None, overlay_name=None, executor_choice=None):
+def choose_image(profile, chosen, source):
+    """The profile with its serving image replaced by the cluster's choice (gb10_profile_image: an
+    upgrade to a new build without a new profile file), the reason with it. Pinned like the profile's (M1)."""
+    _need(isinstance(chosen, str) and chosen.strip() == chosen and ' ' not in chosen, source, 'image (gb10_profile_image)',
+          'must be one image name (repository:tag or repository@sha256:digest), got %r' % (chosen,))
+    _need_pinned(chosen, source, 'image (gb10_profile_image)')
+    profile = copy.deepcopy(profile)
+    own = profile['image']
+    profile['image'] = chosen
+    if own != chosen:
+        profile.setdefault('why', {})['image'] = (
+            'set for this cluster with gb10_profile_image=%s (the profile says %s: %s)'
+            % (chosen, own, profile.get('why', {}).get('image', 'no reason given')))
+    return profile
+
+
+def load(name, profiles, overlay=None, overlay_name=None, executor_choice=None, image_choice=None):
     """Merge and validate. profiles: {name: dict} read from profiles/; overlay: dict or None;
-    executor_choice: the cluster's executor (gb10_executor), None or '' for the profile's own."""
+    executor_choice: the cluster's executor (gb10_executor), None or '' for the profile's own;
+    image_choice: the cluster's serving image (gb10_profile_image), None or '' for the profile's own."""
     check_name(name, profiles, 'profile')
     if name not in profiles:
         raise ProfileError(
@@ -469,6 +486,8 @@ def load(name, profiles, overlay=None, overlay_name=None, executor_choice=None):
         source = '%s + overlay %s' % (name, overlay_name or 'overlay')
     if executor_choice:
         profile = choose_executor(profile, executor_choice, source)
+    if image_choice:
+        profile = choose_image(profile, image_choice, source)
     return validate_profile(profile, source)
 
 

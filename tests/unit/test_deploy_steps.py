@@ -90,8 +90,10 @@ def test_the_profile_is_looked_up_in_one_place():
             if "lookup('gb10.serving.profile'" in f.read():
                 users.append(os.path.relpath(path, PLAYBOOKS))
     assert users == []
-    with open(os.path.join(os.path.dirname(PLAYBOOKS), 'roles', 'cluster', 'tasks', 'context.yml')) as f:
-        assert "lookup('gb10.serving.profile'" in f.read()
+    # The base role's launch entry point: the run's own launch (context) and a recorded one (rollback, O8).
+    base = os.path.join(os.path.dirname(PLAYBOOKS), 'roles', 'cluster', 'tasks')
+    users = [name for name in sorted(os.listdir(base)) if "lookup('gb10.serving.profile'" in open(os.path.join(base, name)).read()]
+    assert users == ['launch.yml'], users
 
 
 def test_every_role_that_takes_a_profile_gets_the_resolved_one():
@@ -100,9 +102,12 @@ def test_every_role_that_takes_a_profile_gets_the_resolved_one():
     takes = {'gb10.serving.preflight': 'preflight_profile', 'gb10.serving.vllm_serve': 'vllm_serve_profile',
              'gb10.serving.ray_cluster': 'ray_cluster_profile'}
     seen = []
-    for path in glob.glob(os.path.join(PLAYBOOKS, '*.yml')) + glob.glob(os.path.join(PLAYBOOKS, 'steps', '*.yml')):
+    for path in (glob.glob(os.path.join(PLAYBOOKS, '*.yml')) + glob.glob(os.path.join(PLAYBOOKS, 'steps', '*.yml'))
+                 + glob.glob(os.path.join(PLAYBOOKS, 'steps', 'tasks', '*.yml'))):
         with open(path) as f:
             plays = yaml.safe_load(f) or []
+        # A task file of steps/tasks/ is a list of tasks; a playbook, a list of plays.
+        plays = plays if os.path.basename(os.path.dirname(path)) != 'tasks' else [{'tasks': plays}]
         for play in plays:
             tasks = (play.get('tasks') or []) + (play.get('pre_tasks') or [])
             while tasks:
@@ -114,8 +119,8 @@ def test_every_role_that_takes_a_profile_gets_the_resolved_one():
                     seen.append((os.path.basename(path), include['name']))
                     given = str((task.get('vars') or {}).get(takes[include['name']], ''))
                     assert 'gb10_deploy_profile' in given, (path, include['name'], given)
-    assert {('02_preflight.yml', 'gb10.serving.preflight'), ('10_launch.yml', 'gb10.serving.ray_cluster'),
-            ('10_launch.yml', 'gb10.serving.vllm_serve')} <= set(seen), seen
+    assert {('02_preflight.yml', 'gb10.serving.preflight'), ('start_engine.yml', 'gb10.serving.ray_cluster'),
+            ('start_engine.yml', 'gb10.serving.vllm_serve')} <= set(seen), seen
 
 
 def test_launch_alone_refuses_a_weak_key_before_contacting_any_host(tmp_path):

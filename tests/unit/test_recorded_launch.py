@@ -28,7 +28,8 @@ def run_context(tmp_path, record=None, extravars=None):
         'tasks': [{'name': 'Context',
                    'ansible.builtin.import_role': {'name': 'gb10.serving.cluster', 'tasks_from': 'context'}},
                   {'name': 'Say the launch', 'ansible.builtin.debug': {
-                      'msg': '{{ gb10_deploy_profile.name }} {{ gb10_profile_overlay }} {{ gb10_executor }}'}}]}]))
+                      'msg': '{{ gb10_deploy_profile.name }} {{ gb10_profile_overlay }} {{ gb10_executor }} '
+                             '{{ gb10_deploy_profile.image }}'}}]}]))
     inventory = tmp_path / 'hosts.ini'
     inventory.write_text('[gb10_cluster]\nspark1 ansible_connection=local ansible_python_interpreter=%s '
                          'gb10_cluster_ip=10.0.0.1\nspark2 ansible_connection=local ansible_python_interpreter=%s '
@@ -50,7 +51,7 @@ def test_a_run_without_a_profile_takes_the_recorded_launch_with_its_variables(tm
               'vars': {'gb10_profile_overlay': 'sim-cpu', 'gb10_executor': 'mp', 'gb10_profiles_dir': ''}}
     status, said, failed = run_context(tmp_path, record)
     assert status == 'successful', failed
-    assert said == ['minimax-m27-nvfp4 sim-cpu mp'] * 2, said
+    assert said == ['minimax-m27-nvfp4 sim-cpu mp gb10-sim-serving:local'] * 2, said
 
 
 def test_an_explicit_profile_wins_over_the_record(tmp_path):
@@ -65,7 +66,24 @@ def test_a_record_of_other_nodes_is_refused_naming_both(tmp_path):
     status, said, failed = run_context(tmp_path, record)
     assert status == 'failed' and not said
     assert any('recorded a launch of minimax-m3-nvfp4 on nodes spark1, spark2, spark3' in m and
-               'gb10_cluster is spark1, spark2' in m and 'Fix: pass -e gb10_profile=' in m for m in failed), failed
+               'gb10_cluster is spark1, spark2' in m and "Fix: deploy this cluster's launch by name" in m
+               and '/deploy.yml -i ' in m and '-e gb10_profile=<profile>' in m for m in failed), failed
+
+
+@pytest.mark.rule("O8")
+def test_the_recorded_image_stays_chosen_unless_the_run_names_another(tmp_path):
+    # An upgrade to a new build (gb10_profile_image) is kept by every later run that names no profile;
+    # upgrade.yml -e gb10_profile_image=... names the next one.
+    record = {'profile': 'minimax-m27-nvfp4', 'nodes': ['spark1', 'spark2'],
+              'vars': {'gb10_profile_overlay': 'sim-cpu', 'gb10_profile_image': 'gb10-sim-serving:variant'},
+              'image': 'gb10-sim-serving:variant', 'image_id': 'sha256:' + '1' * 64}
+    status, said, failed = run_context(tmp_path, record)
+    assert status == 'successful', failed
+    assert said == ['minimax-m27-nvfp4 sim-cpu  gb10-sim-serving:variant'] * 2, said
+    (tmp_path / 'runner').rename(tmp_path / 'runner-1')
+    status, said, failed = run_context(tmp_path, record, {'gb10_profile_image': 'gb10-sim-serving:next'})
+    assert status == 'successful', failed
+    assert said == ['minimax-m27-nvfp4 sim-cpu  gb10-sim-serving:next'] * 2, said
 
 
 def test_no_record_asks_for_the_profile(tmp_path):

@@ -109,9 +109,11 @@ def test_the_role_graph_has_no_cycle():
 
 def test_the_base_role_only_defines():
     # Defaults, derived facts and their spec: no role included, no file written, no command run.
-    # Its one task file resolves the run's profile (set_fact, reads, assert).
+    # Its task files resolve the run's launch (set_fact, reads, assert; context includes the launch
+    # entry point, its own file).
     assert _role_edges()['cluster'] == set()
     allowed = {'ansible.builtin.set_fact', 'ansible.builtin.assert', 'ansible.builtin.slurp', 'ansible.builtin.stat',
+               'ansible.builtin.include_tasks',
                'ansible.builtin.include_vars', 'ansible.builtin.debug', 'block', 'name', 'when', 'vars', 'register',
                'run_once', 'delegate_to', 'no_log', 'check_mode', 'changed_when', 'failed_when', 'loop', 'loop_control',
                'tags', 'become', 'ignore_errors'}
@@ -124,6 +126,7 @@ def test_the_base_role_only_defines():
             task = stack.pop()
             stack.extend(task.get('block', []))
             assert set(task) <= allowed, (name, task.get('name'), set(task) - allowed)
+            assert task.get('ansible.builtin.include_tasks', 'launch.yml') in os.listdir(base), (name, task)
 
 
 def test_every_entry_point_a_play_or_role_uses_has_its_spec():

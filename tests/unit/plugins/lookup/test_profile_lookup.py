@@ -26,16 +26,16 @@ def profiles_dir(tmp_path):
     return str(copy)
 
 
-def lookup(profiles_dir, profile, overlay=''):
+def lookup(profiles_dir, profile, overlay='', image=''):
     """(rc, output) of the lookup in an ad-hoc run; names passed as extra vars, like -e."""
     expr = ("{{ lookup('gb10.serving.profile', gb10_profile, overlay=gb10_profile_overlay, "
-            "profiles_dir=%r).image }}" % profiles_dir)
+            "image=gb10_profile_image, profiles_dir=%r).image }}" % profiles_dir)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(TOP, '.collections'), ANSIBLE_NOCOLOR='1',
                ANSIBLE_CONFIG=os.path.join(TOP, 'ansible.cfg'))
     proc = subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), 'ansible'), 'localhost', '-c', 'local', '-m',
          'ansible.builtin.debug', '-a', 'msg=' + expr, '-e',
-         json.dumps({'gb10_profile': profile, 'gb10_profile_overlay': overlay})],
+         json.dumps({'gb10_profile': profile, 'gb10_profile_overlay': overlay, 'gb10_profile_image': image})],
         cwd=TOP, env=env, capture_output=True, text=True, timeout=120, check=False)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -43,6 +43,13 @@ def lookup(profiles_dir, profile, overlay=''):
 def test_the_sim_overlay_loads_by_name(profiles_dir):
     rc, out = lookup(profiles_dir, 'minimax-m27-nvfp4', 'sim-cpu')
     assert rc == 0 and 'gb10-sim-serving:local' in out, out
+
+
+def test_the_clusters_image_replaces_the_overlays(profiles_dir):
+    rc, out = lookup(profiles_dir, 'minimax-m27-nvfp4', 'sim-cpu', 'gb10-sim-serving:variant')
+    assert rc == 0 and 'gb10-sim-serving:variant' in out, out
+    rc, out = lookup(profiles_dir, 'minimax-m27-nvfp4', 'sim-cpu', 'gb10-sim-serving')
+    assert rc != 0 and 'image (gb10_profile_image): image gb10-sim-serving is not pinned' in out, out
 
 
 def test_an_overlay_path_outside_overlays_is_refused_before_it_is_read(profiles_dir):

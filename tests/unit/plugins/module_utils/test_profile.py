@@ -332,6 +332,32 @@ def test_an_unknown_executor_is_refused_with_the_known_ones(choice, message):
         P.load('minimax-m27-nvfp4', copy.deepcopy(RAW), executor_choice=choice)
 
 
+@pytest.mark.rule("O8")
+def test_the_cluster_may_choose_the_serving_image_and_the_reason_says_so():
+    raw = copy.deepcopy(RAW)
+    chosen = P.load('minimax-m27-nvfp4', raw, image_choice='vllm-node:0.33.0')
+    assert chosen['image'] == 'vllm-node:0.33.0'
+    assert 'gb10_profile_image=vllm-node:0.33.0 (the profile says vllm-node:0.32.0' in chosen['why']['image']
+    # Over an overlay's image too: the choice is the cluster's, made last.
+    sim = P.load('minimax-m27-nvfp4', raw, overlay={'image': 'gb10-sim-serving:local'}, overlay_name='sim',
+                 image_choice='gb10-sim-serving:variant')
+    assert sim['image'] == 'gb10-sim-serving:variant'
+    # The profile's own image again: nothing changes, its own reason stays.
+    assert P.load('minimax-m27-nvfp4', raw, image_choice='vllm-node:0.32.0') == P.load('minimax-m27-nvfp4', raw)
+    assert RAW == raw
+
+
+@pytest.mark.parametrize('choice, message', [
+    ('vllm-node', 'image vllm-node is not pinned'),
+    ('vllm-node:latest', 'is not pinned'),
+    ('vllm-node:0.33.0 --privileged', 'must be one image name'),
+    (' vllm-node:0.33.0', 'must be one image name'),
+])
+def test_an_unpinned_or_malformed_image_choice_is_refused(choice, message):
+    with pytest.raises(P.ProfileError, match=message):
+        P.load('minimax-m27-nvfp4', copy.deepcopy(RAW), image_choice=choice)
+
+
 def test_a_multinode_vllm_profile_must_name_its_executor():
     raw = copy.deepcopy(RAW)
     del raw['minimax-m27-nvfp4']['engine_args']['distributed-executor-backend']
