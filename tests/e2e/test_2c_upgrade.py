@@ -1,0 +1,234 @@
+# Copyright: gb10.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""upgrade.yml and rollback.yml on the serving 2-Spark cluster (rule O8), as an owner runs them
+on a later day, with a client asking the front door every half second throughout:
+- an upgrade to an image no node holds, and to a model that does not fit, are refused with nothing
+  of the serving launch touched;
+- an upgrade to a second build of the serving image (built on the head, as an owner builds one)
+  serves it, the launch before kept with its image ID; the client's gap is measured;
+- an upgrade whose engine refuses an argument of its new recipe starts the launch that served again
+  by itself, and the run ends failed naming both;
+- rollback.yml returns to the first build on request; the client's gap is measured.
+No leak and no reboot anywhere. The cluster ends serving the launch it served before the module."""
+import json
+import os
+import shutil
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import yaml
+
+from .conftest import TOP
+from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, LOGS_TASK, PROFILE, WORKER, api_key, assert_succeeded,
+                      boot_id, failure_messages, gateway_ca, leaks, on_host, run_text, serves)
+
+pytestmark = pytest.mark.rule("O8")
+UPGRADE = "playbooks/upgrade.yml"
+ROLLBACK = "playbooks/rollback.yml"
+SERVED = "/etc/gb10/served-profile.json"  # gb10_served_record's default
+PREVIOUS = "/etc/gb10/served-profile.previous.json"  # gb10_previous_record's default
+VARIANT = "gb10-sim-serving:variant"
+RESULT_TASK = "Say what serves, and the command that returns to the launch before"
+ROLLED_BACK_TASK = "End the run failed, naming both launches (the one before serves again)"
+READY_TASK = "Wait for /health, showing progress (V7)"
+
+
+def record(head, path=SERVED):
+    return json.loads(on_host(head, "cat", path))
+
+
+def engine_image(host, container):
+    """The image ID a node's serving container runs."""
+    return on_host(host, "docker", "inspect", "-f", "{{.Image}}", container).strip()
+
+
+def image_id(host, name):
+    return on_host(host, "docker", "image", "inspect", "-f", "{{.Id}}", name).strip()
+
+
+def untouched(sim_cluster):
+    """What a refused run must leave as it was: each serving container (by container ID), and the record."""
+    containers = {(h, c): on_host(h, "docker", "inspect", "-f", "{{.Id}}", c).strip()
+                  for h, c in [(sim_cluster.head, HEAD)] + [(w, WORKER) for w in sim_cluster.hosts[1:]]}
+    return containers, record(sim_cluster.head)
+
+
+class Client(threading.Thread):
+    """A client asking the front door for a one-token answer every half second until stopped (at most
+    `limit` seconds): when each answer came, so that the gap a cut-over costs it can be read."""
+
+    def __init__(self, sim_cluster, limit=1800):
+        super().__init__(daemon=True)
+        head = sim_cluster.head
+        self.url = "https://%s:%d/v1/chat/completions" % (sim_cluster.ips[head], API_PORT)
+        self.key = api_key(head)
+        self.context = ssl.create_default_context(cafile=gateway_ca(head))
+        self.limit = limit
+        self.answers = []
+        self.done = threading.Event()
+
+    def ask(self):
+        body = json.dumps({"model": PROFILE, "max_tokens": 1,
+                           "messages": [{"role": "user", "content": "Hello"}]}).encode()
+        request = urllib.request.Request(self.url, data=body, headers={
+            "Content-Type": "application/json", "Authorization": "Bearer " + self.key})
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=self.context) as reply:
+                return reply.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def run(self):
+        end = time.monotonic() + self.limit
+        while not self.done.is_set() and time.monotonic() < end:
+            if self.ask():
+                self.answers.append(time.monotonic())
+            self.done.wait(0.5)
+
+    def stop(self):
+        self.done.set()
+        self.join(30)
+        return self
+
+    def gap(self):
+        """The longest time between two answers (seconds)."""
+        return max(b - a for a, b in zip(self.answers, self.answers[1:]))
+
+
+def engine_start_s(result, head):
+    """How long the run waited for the new engine's /health (V7): one engine start."""
+    return sum(d.get("duration", 0) for d in result.host_results(task=READY_TASK, host=head))
+
+
+@pytest.fixture(scope="module")
+def upgrading(serving):
+    """The serving cluster with a second build of the serving image on the head, made there as an
+    owner makes one (a new label on the same layers: another image ID under another name); the
+    nodes' boot IDs and leak ledgers before the module, to compare after every run."""
+    sim_cluster = serving
+    head = sim_cluster.head
+    on_host(head, "sh", "-c", "printf 'FROM gb10-sim-serving:local\\nLABEL org.gb10.build=variant\\n' "
+            "| docker build -q -t %s -" % VARIANT)
+    before = {"boots": {h: boot_id(h) for h in sim_cluster.hosts}, "leaks": leaks(sim_cluster.hosts),
+              "first": record(head)}
+    yield sim_cluster, before
+
+
+def assert_no_leak_and_no_reboot(sim_cluster, before):
+    assert leaks(sim_cluster.hosts) == before["leaks"]
+    assert {h: boot_id(h) for h in sim_cluster.hosts} == before["boots"]
+
+
+def site_recipes(tmp_path, overlay=None, engine_args=None):
+    """A site's own recipes (gb10_profiles_dir): the collection's, with one overlay or one engine
+    argument (and its reason) added, as an owner writes a recipe."""
+    site = tmp_path / "recipes"
+    shutil.copytree(os.path.join(TOP, "profiles"), str(site))
+    if overlay:
+        name, changes = overlay
+        with open(os.path.join(TOP, "profiles", "overlays", "sim-cpu.yml")) as f:
+            data = yaml.safe_load(f)
+        data.update(changes)
+        (site / "overlays" / (name + ".yml")).write_text(yaml.safe_dump(data))
+    if engine_args:
+        path = site / (PROFILE + ".yml")
+        data = yaml.safe_load(path.read_text())
+        data["engine_args"].update(engine_args)
+        data["why"].update({"engine_args.%s" % k: "a flag of a later vLLM's recipe (O8)" for k in engine_args})
+        path.write_text(yaml.safe_dump(data))
+    return str(site)
+
+
+def test_an_upgrade_to_an_image_no_node_holds_is_refused_with_the_serving_launch_untouched(upgrading, run_playbook):
+    sim_cluster, before = upgrading
+    kept = untouched(sim_cluster)
+    result = run_playbook(UPGRADE, sim_cluster.inventory, timeout=900,
+                          extravars={"gb10_profile_image": "gb10-sim-serving:0.0.1-missing"})
+    assert result.status == "failed"
+    failed = result.failures()
+    assert failed, run_text(result)
+    assert any("gb10-sim-serving:0.0.1-missing" in message for _, _, message in failed), failed
+    assert untouched(sim_cluster) == kept and serves(sim_cluster)
+    assert_no_leak_and_no_reboot(sim_cluster, before)
+
+
+def test_an_upgrade_to_a_model_that_does_not_fit_is_refused_with_the_serving_launch_untouched(
+        upgrading, run_playbook, tmp_path):
+    sim_cluster, before = upgrading
+    kept = untouched(sim_cluster)
+    # The same recipe, its model 300 GB of weights: more than two Sparks' pools hold (M2).
+    site = site_recipes(tmp_path, overlay=("sim-big", {"model": dict(yaml.safe_load(open(os.path.join(
+        TOP, "profiles", "overlays", "sim-cpu.yml")))["model"], weights_gb=300)}))
+    result = run_playbook(UPGRADE, sim_cluster.inventory, timeout=900,
+                          extravars={"gb10_profiles_dir": site, "gb10_profile_overlay": "sim-big"})
+    assert result.status == "failed"
+    messages = " ".join(message for _, _, message in result.failures())
+    assert "does not fit" in messages or "fit" in messages, messages
+    assert untouched(sim_cluster) == kept and serves(sim_cluster)
+    assert_no_leak_and_no_reboot(sim_cluster, before)
+
+
+def test_an_upgrade_to_a_second_image_serves_it_and_keeps_the_first_to_return_to(upgrading, run_playbook):
+    sim_cluster, before = upgrading
+    head = sim_cluster.head
+    variant = image_id(head, VARIANT)
+    client = Client(sim_cluster)
+    client.start()
+    result = run_playbook(UPGRADE, sim_cluster.inventory, timeout=2400, extravars={"gb10_profile_image": VARIANT})
+    client.stop()
+    assert_succeeded(result, sim_cluster.hosts)
+    # Every node runs the new build, copied to the worker by ID; the known answer passed on it.
+    assert engine_image(head, HEAD) == variant
+    assert all(engine_image(w, WORKER) == variant for w in sim_cluster.hosts[1:])
+    assert result.host_results(task=KNOWN_ANSWER_TASK, host=head)
+    served, previous = record(head), record(head, PREVIOUS)
+    assert (served["image"], served["image_id"], served["vars"]["gb10_profile_image"]) == (VARIANT, variant, VARIANT)
+    assert previous == before["first"], (previous, before["first"])
+    said = result.results_by_host(task=RESULT_TASK)[sim_cluster.hosts[0]]["msg"]
+    assert said.startswith("Upgraded to %s (%s)." % (PROFILE, VARIANT)) and "/rollback.yml -i " in said, said
+    # The client's gap: the old launch's last answer to the new one's first (BENCHMARKS.md).
+    assert client.answers[-1] > client.answers[0]
+    print("upgrade: client gap %.0f s, engine start %.0f s" % (client.gap(), engine_start_s(result, head)))
+    assert_no_leak_and_no_reboot(sim_cluster, before)
+
+
+def test_an_upgrade_whose_engine_refuses_its_recipe_starts_the_launch_before_again_by_itself(
+        upgrading, run_playbook, tmp_path):
+    sim_cluster, before = upgrading
+    head = sim_cluster.head
+    served, previous = record(head), record(head, PREVIOUS)
+    running = engine_image(head, HEAD)
+    # A recipe written for a later vLLM: a flag this image's vLLM does not know, refused at its start.
+    site = site_recipes(tmp_path, engine_args={"kv-offload-from-a-later-vllm": True})
+    result = run_playbook(UPGRADE, sim_cluster.inventory, timeout=2400, extravars={"gb10_profiles_dir": site})
+    assert result.status == "failed"
+    # The new engine failed (its logs collected, H9), and the run started the launch before again.
+    assert failure_messages(result, LOGS_TASK), run_text(result)
+    message = failure_messages(result, ROLLED_BACK_TASK)[sim_cluster.hosts[0]]
+    assert message.startswith("The upgrade to %s (%s) failed: " % (PROFILE, VARIANT)), message
+    assert "Rolled back by itself: %s (%s) serves again" % (PROFILE, VARIANT) in message, message
+    assert result.host_results(task=KNOWN_ANSWER_TASK, host=head)
+    assert serves(sim_cluster) and engine_image(head, HEAD) == running
+    assert (record(head), record(head, PREVIOUS)) == (served, previous)
+    assert_no_leak_and_no_reboot(sim_cluster, before)
+
+
+def test_rollback_on_request_serves_the_first_image_again(upgrading, run_playbook):
+    sim_cluster, before = upgrading
+    head = sim_cluster.head
+    upgraded = record(head)
+    client = Client(sim_cluster)
+    client.start()
+    result = run_playbook(ROLLBACK, sim_cluster.inventory, timeout=2400)
+    client.stop()
+    assert_succeeded(result, sim_cluster.hosts)
+    assert engine_image(head, HEAD) == before["first"]["image_id"]
+    assert all(engine_image(w, WORKER) == before["first"]["image_id"] for w in sim_cluster.hosts[1:])
+    # The launch it replaced is the one before now: a second rollback.yml returns to it.
+    assert (record(head), record(head, PREVIOUS)) == (before["first"], upgraded)
+    print("rollback: client gap %.0f s, engine start %.0f s" % (client.gap(), engine_start_s(result, head)))
+    assert_no_leak_and_no_reboot(sim_cluster, before)
