@@ -105,17 +105,24 @@ def engine_start_s(result, head):
 
 
 @pytest.fixture(scope="module")
-def upgrading(serving):
+def module_start():
+    """What the cluster was when this module's first test began (filled by `upgrading`)."""
+    return {}
+
+
+@pytest.fixture
+def upgrading(serving, module_start):
     """The serving cluster with a second build of the serving image on the head, made there as an
     owner makes one (a new label on the same layers: another image ID under another name); the
-    nodes' boot IDs and leak ledgers before the module, to compare after every run."""
+    nodes' boot IDs, leak ledgers and launch record when the module began, to compare after every run."""
     sim_cluster = serving
     head = sim_cluster.head
-    on_host(head, "sh", "-c", "printf 'FROM gb10-sim-serving:local\\nLABEL org.gb10.build=variant\\n' "
-            "| docker build -q -t %s -" % VARIANT)
-    before = {"boots": {h: boot_id(h) for h in sim_cluster.hosts}, "leaks": leaks(sim_cluster.hosts),
-              "first": record(head)}
-    yield sim_cluster, before
+    if not module_start:
+        on_host(head, "sh", "-c", "printf 'FROM gb10-sim-serving:local\\nLABEL org.gb10.build=variant\\n' "
+                "| docker build -q -t %s -" % VARIANT)
+        module_start.update({"boots": {h: boot_id(h) for h in sim_cluster.hosts}, "leaks": leaks(sim_cluster.hosts),
+                             "first": record(head)})
+    return sim_cluster, module_start
 
 
 def assert_no_leak_and_no_reboot(sim_cluster, before):
