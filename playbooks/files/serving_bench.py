@@ -92,6 +92,22 @@ def change(previous, rows):
     return out
 
 
+def decode_gate(previous, rows, within_pct):
+    """The levels whose decode speed (one request's tokens per second after its first, from the
+    median time per output token) fell more than within_pct percent below the same concurrency of a
+    previous run: [(concurrency, decode tok/s before, now)]. upgrade.yml's gate (O8): a new launch
+    that decodes slower than the one it replaces gives way to it."""
+    before = dict((level['concurrency'], level) for level in (previous or {}).get('levels') or [])
+    out = []
+    for row in rows:
+        old = before.get(row['concurrency'])
+        if old and old['tpot_ms']['p50'] > 0 and row['tpot_ms']['p50'] > 0:
+            then, now = 1000.0 / old['tpot_ms']['p50'], 1000.0 / row['tpot_ms']['p50']
+            if now < then * (1.0 - within_pct / 100.0):
+                out.append((row['concurrency'], round(then, 2), round(now, 2)))
+    return out
+
+
 async def level(client, model, prompts, generate, concurrency, total):
     gate = asyncio.Semaphore(concurrency)
 
@@ -204,6 +220,13 @@ async def main(args):
     print('json: %s' % args.output)
     if args.png:
         print(draw(report, previous, args.png))
+    if args.gate_pct is not None:
+        slower = decode_gate(previous, rows, args.gate_pct)
+        if slower:
+            return 'decode slower than %s by more than %g %%: %s' % (args.previous, args.gate_pct, ', '.join(
+                'concurrency %d %.2f -> %.2f tok/s' % level for level in slower))
+        print('decode within %g %% of %s' % (args.gate_pct, args.previous))
+    return None
 
 
 if __name__ == '__main__':
@@ -222,6 +245,8 @@ if __name__ == '__main__':
     parser.add_argument('--output', required=True)
     parser.add_argument('--previous', default=None, help="an earlier run's JSON to compare each level with")
     parser.add_argument('--png', default=None, help='draw the run (beside the earlier one) into this PNG (needs matplotlib)')
+    parser.add_argument('--gate-pct', type=float, default=None,
+                        help='exit 3 when a level decodes more than this many percent slower than --previous')
     arguments = parser.parse_args()
     if arguments.api_key is None and arguments.api_key_file:
         with open(arguments.api_key_file) as key_file:
@@ -229,7 +254,12 @@ if __name__ == '__main__':
     if arguments.api_key is None:
         import os
         arguments.api_key = os.environ.get('OPENAI_API_KEY')
+    if arguments.gate_pct is not None and not arguments.previous:
+        parser.error('--gate-pct needs --previous, the run to compare with')
     try:
-        asyncio.run(main(arguments))
+        failed_gate = asyncio.run(main(arguments))
     except openai.APIError as exc:
         sys.exit('benchmark failed against %s: %s' % (arguments.base_url, exc))
+    if failed_gate:
+        print(failed_gate, file=sys.stderr)
+        sys.exit(3)

@@ -360,6 +360,7 @@ def validate_profile(profile, source='<profile>'):
               'a dense model (%s at %s)' % (profile['model']['family'], profile['model']['path']))
 
     _validate_known_answer(profile, source)
+    _validate_upgrade_gate(profile, source)
     _validate_sglang(profile, source)
     _validate_why(profile, source)
     return profile
@@ -377,6 +378,19 @@ def _validate_known_answer(profile, source):
               'must be a non-empty string')
     _need(_is_int(known.get('max_tokens')) and known['max_tokens'] >= 1, source, 'known_answer.max_tokens',
           'must be an integer >= 1 (a reasoning model needs room to think first, V8)')
+
+
+def _validate_upgrade_gate(profile, source):
+    """upgrade_gate (optional): upgrade.yml measures the launch that serves and, after the cut-over,
+    the new one the same way; a new launch that decodes more than decode_within_pct percent slower
+    gives way to the old one (O8)."""
+    if 'upgrade_gate' not in profile:
+        return
+    gate = profile['upgrade_gate']
+    _need(isinstance(gate, dict) and set(gate) == {'decode_within_pct'}, source, 'upgrade_gate',
+          'must be a mapping with decode_within_pct alone, got %r' % (gate,))
+    _need(_is_num(gate['decode_within_pct']) and 0 <= gate['decode_within_pct'] < 100, source,
+          'upgrade_gate.decode_within_pct', 'must be a number from 0 to below 100 (percent), got %r' % (gate['decode_within_pct'],))
 
 
 def _validate_sglang(profile, source):

@@ -35,6 +35,7 @@ VARIANT = "gb10-sim-serving:variant"
 RESULT_TASK = "Say what serves, and the command that returns to the launch before"
 ROLLED_BACK_TASK = "End the run failed, naming both launches (the one before serves again)"
 READY_TASK = "Wait for /health, showing progress (V7)"
+GATE_TASK = "Refuse a new launch that decodes slower than the profile's gate allows"
 with open(os.path.join(TOP, "profiles", PROFILE + ".yml")) as _profile:
     SERVED_NAME = yaml.safe_load(_profile)["model"]["served_name"]  # the name clients send
 
@@ -141,9 +142,9 @@ def assert_no_leak_and_no_reboot(sim_cluster, before):
     assert {h: boot_id(h) for h in sim_cluster.hosts} == before["boots"]
 
 
-def site_recipes(tmp_path, overlay=None, engine_args=None):
-    """A site's own recipes (gb10_profiles_dir): the collection's, with one overlay or one engine
-    argument (and its reason) added, as an owner writes a recipe."""
+def site_recipes(tmp_path, overlay=None, engine_args=None, gate=None):
+    """A site's own recipes (gb10_profiles_dir): the collection's, with one overlay, one engine
+    argument (and its reason) or an upgrade gate added, as an owner writes a recipe."""
     site = tmp_path / "recipes"
     shutil.copytree(os.path.join(TOP, "profiles"), str(site))
     if overlay:
@@ -152,11 +153,13 @@ def site_recipes(tmp_path, overlay=None, engine_args=None):
             data = yaml.safe_load(f)
         data.update(changes)
         (site / "overlays" / (name + ".yml")).write_text(yaml.safe_dump(data))
-    if engine_args:
+    if engine_args or gate:
         path = site / (PROFILE + ".yml")
         data = yaml.safe_load(path.read_text())
-        data["engine_args"].update(engine_args)
-        data["why"].update({"engine_args.%s" % k: "a flag of a later vLLM's recipe (O8)" for k in engine_args})
+        data["engine_args"].update(engine_args or {})
+        data["why"].update({"engine_args.%s" % k: "a flag of a later vLLM's recipe (O8)" for k in engine_args or {}})
+        if gate:
+            data["upgrade_gate"] = gate
         path.write_text(yaml.safe_dump(data))
     return str(site)
 
@@ -192,13 +195,17 @@ def test_an_upgrade_to_a_model_that_does_not_fit_is_refused_with_the_serving_lau
     assert_no_leak_and_no_reboot(sim_cluster, before)
 
 
-def test_an_upgrade_to_a_second_image_serves_it_and_keeps_the_first_to_return_to(upgrading, run_playbook):
+def test_an_upgrade_to_a_second_image_serves_it_and_keeps_the_first_to_return_to(upgrading, run_playbook, tmp_path):
     sim_cluster, before = upgrading
     head = sim_cluster.head
     variant = image_id(head, VARIANT)
+    # The site's recipe holds a new launch to the old one's decode speed: within 90 % here, where two
+    # shared cores and the tiny model measure the path, not a speed (a Spark's recipe would say 15).
+    site = site_recipes(tmp_path, gate={"decode_within_pct": 90})
     client = Client(sim_cluster)
     client.start()
-    result = run_playbook(UPGRADE, sim_cluster.inventory, timeout=2400, extravars={"gb10_profile_image": VARIANT})
+    result = run_playbook(UPGRADE, sim_cluster.inventory, timeout=2400,
+                          extravars={"gb10_profile_image": VARIANT, "gb10_profiles_dir": site})
     client.stop()
     assert_succeeded(result, sim_cluster.hosts)
     # Every node runs the new build, copied to the worker by ID; the known answer passed on it.
@@ -208,6 +215,9 @@ def test_an_upgrade_to_a_second_image_serves_it_and_keeps_the_first_to_return_to
     served, previous = record(head), record(head, PREVIOUS)
     assert (served["image"], served["image_id"], served["vars"]["gb10_profile_image"]) == (VARIANT, variant, VARIANT)
     assert previous == before["first"], (previous, before["first"])
+    # Measured before the cut-over through the front door, and the new launch after its known answer.
+    gate = result.results_by_host(task=GATE_TASK)[sim_cluster.hosts[0]]["msg"]
+    assert gate.startswith("decode within 90 % of ") and gate.endswith("-before.json"), gate
     said = result.results_by_host(task=RESULT_TASK)[sim_cluster.hosts[0]]["msg"]
     assert said.startswith("Upgraded to %s (%s)." % (PROFILE, VARIANT)) and "/rollback.yml -i " in said, said
     # The client's gap: the old launch's last answer to the new one's first (BENCHMARKS.md); it is

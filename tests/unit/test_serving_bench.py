@@ -33,6 +33,21 @@ def _level(concurrency, rate):
             'tpot_ms': {'p50': 20.0, 'p90': 25.0, 'p99': 30.0}}
 
 
+@pytest.mark.rule("O8")
+def test_the_upgrade_gate_names_each_level_that_decodes_slower_than_allowed():
+    # Decode speed from the median time per output token: 40 ms -> 25 tok/s, 50 ms -> 20 tok/s.
+    earlier = {'levels': [{'concurrency': 1, 'tpot_ms': {'p50': 40.0}}, {'concurrency': 4, 'tpot_ms': {'p50': 50.0}}]}
+    now = [{'concurrency': 1, 'tpot_ms': {'p50': 47.0}}, {'concurrency': 4, 'tpot_ms': {'p50': 58.0}},
+           {'concurrency': 8, 'tpot_ms': {'p50': 900.0}}]
+    # 25 -> 21.28 is 14.9 % slower; 20 -> 17.24 is 13.8 %: both within 15 %, not within 14 %.
+    assert bench.decode_gate(earlier, now, 15) == []
+    assert bench.decode_gate(earlier, now, 14) == [(1, 25.0, 21.28)]
+    assert bench.decode_gate(earlier, now, 10) == [(1, 25.0, 21.28), (4, 20.0, 17.24)]
+    # Faster is never refused; a level the earlier run did not measure is not judged.
+    assert bench.decode_gate(earlier, [{'concurrency': 1, 'tpot_ms': {'p50': 20.0}}], 0) == []
+    assert bench.decode_gate(None, now, 0) == []
+
+
 def test_the_run_is_drawn_beside_the_earlier_one_as_a_png(tmp_path):
     pytest.importorskip('matplotlib')
     report = {'model': 'm', 'prefill_tokens': 64, 'generate_tokens': 8, 'levels': [_level(1, 20.0), _level(4, 60.0)]}

@@ -358,6 +358,25 @@ def test_an_unpinned_or_malformed_image_choice_is_refused(choice, message):
         P.load('minimax-m27-nvfp4', copy.deepcopy(RAW), image_choice=choice)
 
 
+@pytest.mark.rule("O8")
+@pytest.mark.parametrize('gate, message', [
+    ({'decode_within_pct': 15}, None),
+    ({'decode_within_pct': 0}, None),
+    ({'decode_within_pct': 100}, 'from 0 to below 100'),
+    ({'decode_within_pct': '15'}, 'from 0 to below 100'),
+    ({'decode_within_pct': 15, 'ttft_within_pct': 10}, 'decode_within_pct alone'),
+    (15, 'decode_within_pct alone'),
+])
+def test_the_upgrade_gate_is_a_percentage_below_100(gate, message):
+    raw = copy.deepcopy(RAW)
+    raw['minimax-m27-nvfp4']['upgrade_gate'] = gate
+    if message is None:
+        assert P.load('minimax-m27-nvfp4', raw)['upgrade_gate'] == gate
+    else:
+        with pytest.raises(P.ProfileError, match='upgrade_gate.*' + message):
+            P.load('minimax-m27-nvfp4', raw)
+
+
 def test_a_multinode_vllm_profile_must_name_its_executor():
     raw = copy.deepcopy(RAW)
     del raw['minimax-m27-nvfp4']['engine_args']['distributed-executor-backend']
