@@ -20,7 +20,9 @@
 #                 serving image (link_check: both ranks on this machine's Docker)
 #   core-next     (after the lanes) the unit suite on the newest supported ansible-core under Python 3.12
 #   e2e cases marked `full` (pytest.ini): link and registry faults that a role run alone shows,
-#                 and the 3-Spark cluster (deploy TP=3, test_5_deploy_tp3.py: about 600 s)
+#                 the 3-Spark cluster (deploy TP=3, test_5_deploy_tp3.py: about 600 s), the reset
+#                 (test_4d_reset.py), and the upgrade that serves with the rollback on request
+#                 (test_2c_upgrade.py: about 370 s)
 # Usage: scripts/test.sh [stage ...]   (default: lint sanity publish unit engine molecule e2e; `full`:
 # all stages and every e2e case). Each stage's time and the e2e tests' times are printed at the end.
 set -euo pipefail

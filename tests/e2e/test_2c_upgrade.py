@@ -9,7 +9,10 @@ on a later day, with a client asking the front door every half second throughout
 - an upgrade whose engine refuses an argument of its new recipe starts the launch that served again
   by itself, and the run ends failed naming both;
 - rollback.yml returns to the first build on request; the client's gap is measured.
-No leak and no reboot anywhere. The cluster ends serving the launch it served before the module."""
+No leak and no reboot anywhere. The cluster ends serving the launch it served before the module.
+The refusals and the automatic rollback run in the default tier (about three minutes on the cluster
+test_2 serves); the upgrade that serves and the rollback on request, two more engine starts and the
+gate's benchmarks, in `scripts/test.sh full`."""
 import json
 import os
 import shutil
@@ -42,6 +45,11 @@ with open(os.path.join(TOP, "profiles", PROFILE + ".yml")) as _profile:
 
 def record(head, path=SERVED):
     return json.loads(on_host(head, "cat", path))
+
+
+def previous_record(head):
+    """The launch the head keeps as the one before, None where only one has served."""
+    return record(head, PREVIOUS) if on_host(head, "sh", "-c", "test -f %s && echo yes || true" % PREVIOUS).strip() else None
 
 
 def engine_image(host, container):
@@ -195,6 +203,34 @@ def test_an_upgrade_to_a_model_that_does_not_fit_is_refused_with_the_serving_lau
     assert_no_leak_and_no_reboot(sim_cluster, before)
 
 
+def test_a_rollback_to_an_image_id_a_node_no_longer_holds_is_refused_with_the_serving_launch_untouched(
+        upgrading, run_playbook):
+    sim_cluster, before = upgrading
+    head = sim_cluster.head
+    kept = untouched(sim_cluster)
+    had = previous_record(head)
+    # The launch before ran a build every node has pruned since.
+    gone = dict(record(head), image_id="sha256:" + "0" * 64)
+    write = "import json, sys; open(sys.argv[1], 'w').write(sys.argv[2])"
+    on_host(head, "python3", "-c", write, PREVIOUS, json.dumps(gone))
+    try:
+        result = run_playbook(ROLLBACK, sim_cluster.inventory, timeout=600)
+    finally:
+        if had is None:
+            on_host(head, "rm", "-f", PREVIOUS)
+        else:
+            on_host(head, "python3", "-c", write, PREVIOUS, json.dumps(had))
+    assert result.status == "failed"
+    messages = failure_messages(result, "Refuse a node without the image that served")
+    assert sorted(messages) == sorted(sim_cluster.hosts), run_text(result)
+    assert all(("%s: the launch to return to ran %s as image sha256:%s, which this node's Docker no longer holds"
+                % (host, gone["image"], "0" * 64)) in message and "Fix: load that build on %s" % host in message
+               for host, message in messages.items()), messages
+    assert untouched(sim_cluster) == kept and serves(sim_cluster)
+    assert_no_leak_and_no_reboot(sim_cluster, before)
+
+
+@pytest.mark.full
 def test_an_upgrade_to_a_second_image_serves_it_and_keeps_the_first_to_return_to(upgrading, run_playbook, tmp_path):
     sim_cluster, before = upgrading
     head = sim_cluster.head
@@ -231,7 +267,8 @@ def test_an_upgrade_whose_engine_refuses_its_recipe_starts_the_launch_before_aga
         upgrading, run_playbook, tmp_path):
     sim_cluster, before = upgrading
     head = sim_cluster.head
-    served, previous = record(head), record(head, PREVIOUS)
+    # The launch that serves: the first, or the second build where the full tier upgraded to it.
+    served, previous = record(head), previous_record(head)
     running = engine_image(head, HEAD)
     # A recipe written for a later vLLM: a flag this image's vLLM does not know, refused at its start.
     site = site_recipes(tmp_path, engine_args={"kv-offload-from-a-later-vllm": True})
@@ -240,14 +277,15 @@ def test_an_upgrade_whose_engine_refuses_its_recipe_starts_the_launch_before_aga
     # The new engine failed (its logs collected, H9), and the run started the launch before again.
     assert failure_messages(result, LOGS_TASK), run_text(result)
     message = failure_messages(result, ROLLED_BACK_TASK)[sim_cluster.hosts[0]]
-    assert message.startswith("The upgrade to %s (%s) failed: " % (PROFILE, VARIANT)), message
-    assert "Rolled back by itself: %s (%s) serves again" % (PROFILE, VARIANT) in message, message
+    assert message.startswith("The upgrade to %s (%s) failed: " % (PROFILE, served["image"])), message
+    assert "Rolled back by itself: %s (%s) serves again" % (PROFILE, served["image"]) in message, message
     assert result.host_results(task=KNOWN_ANSWER_TASK, host=head)
     assert serves(sim_cluster) and engine_image(head, HEAD) == running
-    assert (record(head), record(head, PREVIOUS)) == (served, previous)
+    assert (record(head), previous_record(head)) == (served, previous)
     assert_no_leak_and_no_reboot(sim_cluster, before)
 
 
+@pytest.mark.full
 def test_rollback_on_request_serves_the_first_image_again(upgrading, run_playbook):
     sim_cluster, before = upgrading
     head = sim_cluster.head

@@ -90,3 +90,44 @@ def test_no_record_asks_for_the_profile(tmp_path):
     status, said, failed = run_context(tmp_path)
     assert status == 'failed'
     assert any('gb10_profile is not set and spark1 records no launch that served' in m for m in failed), failed
+
+
+def run_playbook_first_play(tmp_path, playbook, extravars):
+    """(status, failed task names and messages) of one of the collection's playbooks against two local
+    hosts, as root without become: a refusal of its first play comes before any other host is asked."""
+    inventory = tmp_path / 'hosts.ini'
+    inventory.write_text('[gb10_cluster]\nspark1 ansible_connection=local ansible_python_interpreter=%s '
+                         'gb10_cluster_ip=10.0.0.1\nspark2 ansible_connection=local ansible_python_interpreter=%s '
+                         'gb10_cluster_ip=10.0.0.2\n' % (sys.executable, sys.executable))
+    (tmp_path / 'runner').mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(tmp_path / 'runner'), playbook=os.path.join(TOP, 'playbooks', playbook),
+        inventory=str(inventory), quiet=True, timeout=300, extravars=dict({'ansible_become': False}, **extravars),
+        envvars={'ANSIBLE_COLLECTIONS_PATH': os.path.join(TOP, '.collections'), 'ANSIBLE_NOCOLOR': '1',
+                 'PATH': os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')})
+    failed = [(e['event_data']['task'], e['event_data']['res'].get('msg', '')) for e in runner.events
+              if e.get('event') == 'runner_on_failed']
+    return runner.status, failed
+
+
+@pytest.mark.rule("O8")
+def test_an_upgrade_of_a_cluster_that_never_served_is_refused_with_the_deploy_to_run(tmp_path):
+    status, failed = run_playbook_first_play(tmp_path, 'upgrade.yml', {
+        'gb10_served_record': str(tmp_path / 'served-profile.json'), 'gb10_profile_image': 'vllm-node:0.33.0'})
+    assert status == 'failed'
+    assert [task for task, _ in failed] == ['Refuse a cluster with no launch to return to'], failed
+    message = failed[0][1]
+    assert message.startswith('spark1 records no launch that served (%s): an upgrade needs one to return to. '
+                              'Nothing was changed.' % (tmp_path / 'served-profile.json')), message
+    assert 'Deploy first: ansible-playbook %s -i %s -e gb10_profile=<profile>' % (
+        os.path.join(TOP, 'playbooks', 'deploy.yml'), tmp_path / 'hosts.ini') in message, message
+
+
+@pytest.mark.rule("O8")
+def test_a_rollback_where_only_one_launch_served_is_refused_before_anything_changes(tmp_path):
+    status, failed = run_playbook_first_play(tmp_path, 'rollback.yml', {
+        'gb10_previous_record': str(tmp_path / 'served-profile.previous.json')})
+    assert status == 'failed'
+    assert [task for task, _ in failed] == ['Refuse a cluster that keeps no launch before the one that serves'], failed
+    assert failed[0][1].startswith('spark1 keeps no launch that served before the one now (%s is missing)'
+                                   % (tmp_path / 'served-profile.previous.json')), failed
