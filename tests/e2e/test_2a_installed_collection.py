@@ -156,10 +156,11 @@ def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_p
     cluster_tasks = {e["event_data"].get("task") for e in result.events
                      if e.get("event") == "runner_on_start" and e["event_data"].get("role") == "cluster"
                      and not e["event_data"].get("task", "").startswith("Validating arguments against arg spec")}
-    assert cluster_tasks <= {"Require a profile", "Resolve the profile once, with this inventory's overlay (M1)",
+    assert cluster_tasks <= {"Require a profile", "Resolve the launch once, with this inventory's overlay (M1)",
                              "Read the launch that served last on the head (no gb10_profile given)",
-                             "Take that launch for the run", "Refuse a recorded launch of other nodes",
-                             "What the API gateway fronts"}, cluster_tasks
+                             "Take that launch for the run", "Refuse a launch recorded on other nodes",
+                             "Resolve the launch's profile (M1)", "What the API gateway fronts",
+                             "What the run keeps"}, cluster_tasks
     gateway_tasks = {e["event_data"].get("task") for e in result.events
                      if e.get("event") == "runner_on_start" and e["event_data"].get("role") == "api_gateway"
                      and not e["event_data"].get("task", "").startswith("Validating arguments against arg spec")}

@@ -92,7 +92,7 @@ def test_a_good_or_absent_key_passes_and_the_run_goes_on(tmp_path, extravars):
     assert oks, (started(runner), failures(runner))
     # The run went on past the check (to where the unreachable host stops it).
     assert CHECK not in {task for task, unused in failures(runner)}
-    assert started(runner).index("Resolve the profile once, with this inventory's overlay (M1)") > started(runner).index(CHECK)
+    assert started(runner).index("Resolve the launch's profile (M1)") > started(runner).index(CHECK)
 
 
 @pytest.mark.parametrize('playbook', ['deploy.yml', 'steps/02_preflight.yml', 'steps/10_launch.yml'])
