@@ -140,6 +140,10 @@ def lines(status):
     out.append('Image: %s %s; %s' % (image['tag'], (image['id'] or 'absent on the head')[:19],
                                      ', '.join('%s %s' % item for item in sorted(image['versions'].items()))
                                      or 'versions not read (no serving container)'))
+    before = status['before']
+    out.append(('Launch before: profile %s, image %s %s; %s returns to it' % (
+        before['profile'], before['image'] or '(its profile\'s)', before['image_id'][:19], before['rollback']))
+        if before else 'Launch before: none recorded (one launch has served since the deploy or a reset)')
     watchdog = status['watchdog']
     if watchdog:
         out.append('Watchdog: %s, restart budget left %s, recoveries %s, last probe answered %s'
@@ -179,8 +183,8 @@ def build(facts):
     """The status document from what the playbook read (see playbooks/status.yml): profile,
     overlay, executor, nodes (the head first), engine (role vllm_serve's probe, with 'serving'),
     exporters {host: text}, memory {host: module unified_memory's result}, containers {host: state}, firewall {host: state}, image {tag, id},
-    versions {name: version}, endpoint, key_file, ca_file, keys {client: fingerprint}, commands
-    {recover, launch}."""
+    versions {name: version}, endpoint, key_file, ca_file, keys {client: fingerprint}, before (the
+    head's record of the launch before, O8; empty when none), commands {recover, launch, rollback}."""
     profile = facts['profile']
     nodes = {host: node_figures(facts['exporters'].get(host, ''), (facts.get('memory') or {}).get(host))
              for host in facts['nodes']}
@@ -199,6 +203,9 @@ def build(facts):
                    'pp': pipeline(profile), 'dp': data_parallel(profile), 'nodes': list(facts['nodes'])},
         'image': {'tag': facts['image'].get('tag'), 'id': facts['image'].get('id') or '',
                   'versions': dict(facts.get('versions') or {})},
+        'before': ({'profile': facts['before'].get('profile'), 'image': facts['before'].get('image') or '',
+                    'image_id': facts['before'].get('image_id') or '', 'rollback': facts['commands'].get('rollback')}
+                   if facts.get('before') else None),
         'engine': {key: facts['engine'].get(key) for key in ('alive', 'healthy', 'serving', 'pid')},
         'watchdog': (head_figures or {}).get('watchdog'),
         'nodes_order': list(facts['nodes']),

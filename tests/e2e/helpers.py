@@ -49,6 +49,7 @@ CONTAINER_STOP_TASK = "Stop serving containers, keeping them for their logs (H4 
 # a container's stop or kill left held.
 LEDGER = "/var/log/gb10-gpu-ledger.log"
 SUMMARY_TASK = "Show the endpoint"
+STATUS_TASK = "Show the status"  # playbooks/status.yml's screen
 # playbooks/steps/01_converged.yml: what the deploy does this run.
 CONVERGED_TASK = "Say what the run does"
 DRIFT = "playbooks/drift.yml"

@@ -19,8 +19,8 @@ import openai
 import pytest
 import yaml
 
-from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, PLAYBOOK, PROFILE, SUMMARY_TASK, TINY_ANSWER, WORKER,
-                      api_client, api_key, assert_succeeded, gateway_ca, engine_process, link_figures, link_state,
+from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, PLAYBOOK, PROFILE, STATUS_TASK, SUMMARY_TASK, TINY_ANSWER,
+                      WORKER, api_client, api_key, assert_succeeded, gateway_ca, engine_process, link_figures, link_state,
                       on_host, run_text)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
@@ -160,9 +160,6 @@ def test_the_report_reads_the_serving_cluster_changes_nothing_and_becomes_a_simu
     assert abs(float(state["services_gib"]) - measured["processes_gib"]) < 0.01, (state, measured)
     assert (state["pcie_width_p1"], state["pcie_width_p2"]) == ("4", "2"), state
     on_host(worker, "gb10-sim-set", "pcie_width_p2=4")
-
-
-STATUS_TASK = "Show the status"
 
 
 def status_of(result, head):

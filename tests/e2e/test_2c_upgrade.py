@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from .conftest import TOP
-from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, LOGS_TASK, PROFILE, WORKER, api_key, assert_succeeded,
-                      boot_id, failure_messages, gateway_ca, leaks, on_host, run_text, serves)
+from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, LOGS_TASK, PROFILE, STATUS_TASK, WORKER, api_key,
+                      assert_succeeded, boot_id, failure_messages, gateway_ca, leaks, on_host, run_text, serves)
 
 pytestmark = pytest.mark.rule("O8")
 UPGRADE = "playbooks/upgrade.yml"
@@ -259,6 +259,14 @@ def test_an_upgrade_to_a_second_image_serves_it_and_keeps_the_first_to_return_to
     # The client's gap: the old launch's last answer to the new one's first (BENCHMARKS.md); it is
     # answered again after the run.
     assert client.ask()
+    # One look names the launch before and the command that returns to it.
+    looked = run_playbook("playbooks/status.yml", sim_cluster.inventory, timeout=600)
+    assert_succeeded(looked, sim_cluster.hosts)
+    screen = looked.results_by_host(task=STATUS_TASK)[head]["msg"]
+    back = [line for line in screen if line.startswith("Launch before: ")]
+    assert back == ["Launch before: profile %s, image %s %s; ansible-playbook %s -i %s returns to it" % (
+        PROFILE, before["first"]["image"], before["first"]["image_id"][:19], os.path.join(TOP, ROLLBACK),
+        os.path.join(TOP, sim_cluster.inventory))], screen
     print("upgrade: client gap %.0f s, engine start %.0f s" % (client.gap(), engine_start_s(result, head)))
     assert_no_leak_and_no_reboot(sim_cluster, before)
 

@@ -58,7 +58,7 @@ import yaml
 
 from .conftest import sim
 from .helpers import (CONTAINER_STOP_TASK, DRIFT, ENGINE_STOP_TASK, HEAD, engine_stops, KNOWN_ANSWER_TASK, LAUNCH, LOGS_TASK, PLAYBOOK,
-                      API_PORT, PORT, PROFILE, TINY_ANSWER, TOP, WORKER, api_client, api_key, assert_succeeded, drift,
+                      API_PORT, PORT, PROFILE, STATUS_TASK, TINY_ANSWER, TOP, WORKER, api_client, api_key, assert_succeeded, drift,
                       finding_messages, findings, gateway_ca, leaks,
                       engine_process, failure_messages, healthy, link_figures, on_host, paste, printed_playbook_command,
                       ray_container_ids, ray_containers,
@@ -842,7 +842,7 @@ def test_status_after_the_teardown_says_nothing_serves_and_prints_the_launch_ste
     result = run_playbook("playbooks/status.yml", sim_cluster.inventory, timeout=600)
     assert_succeeded(result, sim_cluster.hosts)
     assert all(stats["changed"] == 0 for stats in result.stats.values()), result.stats
-    screen = result.results_by_host(task="Show the status")[head]["msg"]
+    screen = result.results_by_host(task=STATUS_TASK)[head]["msg"]
     assert screen[0] == "NOT SERVING: no engine runs on the head", screen
     for host in sim_cluster.hosts:
         line = [text for text in screen if text.startswith(host + ": memory 119.7 GiB")]

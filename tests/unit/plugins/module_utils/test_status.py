@@ -51,8 +51,10 @@ def facts(pages, engine):
             'firewall': {'spark1': 'loaded', 'spark2': 'loaded'},
             'image': {'tag': 'vllm-node:m27', 'id': 'sha256:' + 'ab' * 32}, 'versions': {'vllm': '0.32.0'},
             'endpoint': 'https://192.168.1.101:8443/v1', 'key_file': '/k', 'ca_file': '/ca', 'keys': {'default': '0123456789ab'},
+            'before': {},
             'commands': {'recover': 'ansible-playbook /c/playbooks/recover.yml -i inv',
-                         'launch': 'ansible-playbook /c/playbooks/steps/10_launch.yml -i inv -e gb10_profile=x'}}
+                         'launch': 'ansible-playbook /c/playbooks/steps/10_launch.yml -i inv -e gb10_profile=x',
+                         'rollback': 'ansible-playbook /c/playbooks/rollback.yml -i inv'}}
 
 
 def test_a_serving_cluster_shows_each_nodes_figures_from_its_exporter(tmp_path, fixture_path):
@@ -75,6 +77,8 @@ def test_a_serving_cluster_shows_each_nodes_figures_from_its_exporter(tmp_path, 
     screen = status.lines(built)
     assert screen[0].startswith('SERVING: ') and 'Fix:' not in ' '.join(screen)
     assert 'Watchdog: serving, restart budget left 2, recoveries 0, last probe answered yes' in screen, screen
+    assert built['before'] is None  # O8: rollback.yml has nothing to return to yet
+    assert 'Launch before: none recorded (one launch has served since the deploy or a reset)' in screen, screen
     assert any(line.startswith('spark2: memory 119.7 GiB') and '161.2 Gb/s (floor 60.0) ok' in line for line in screen), screen
 
 
@@ -133,16 +137,20 @@ def test_the_screen_says_each_figure_as_read(tmp_path, fixture_path):
     pages = {'spark1': '}{ not a sample\n' + exporter_page(tmp_path, fixture_path, CLEAN, textfiles),
              'spark2': exporter_page(tmp_path, fixture_path, LEAKED)}
     asked = facts(pages, {'alive': True, 'healthy': False, 'serving': False})
-    asked.update(overlay='sim-cpu', versions={}, keys={}, image={'tag': 'vllm-node:m27', 'id': ''})
+    asked.update(overlay='sim-cpu', versions={}, keys={}, image={'tag': 'vllm-node:m27', 'id': ''},
+                 before={'profile': 'minimax-m27-nvfp4', 'vars': {}, 'nodes': ['spark1', 'spark2'],
+                         'image': 'vllm-node:0.32.0', 'image_id': 'sha256:' + 'cd' * 32})
     built = status.build(asked)
 
     assert built['launch']['overlay'] == 'sim-cpu' and built['image']['id'] == '' and built['image']['versions'] == {}
     screen = status.lines(built)
-    assert screen[:6] == [
+    assert screen[:7] == [
         'NOT SERVING: the engine runs but does not answer /health, and unified memory leaked on spark2 (H4)',
         'Endpoint: https://192.168.1.101:8443/v1 (key file /k, CA /ca)',
         'Launch: profile minimax-m27-nvfp4 + overlay sim-cpu, ray executor, TP=2 PP=1 DP=1 on spark1, spark2',
         'Image: vllm-node:m27 absent on the head; versions not read (no serving container)',
+        'Launch before: profile minimax-m27-nvfp4, image vllm-node:0.32.0 sha256:cdcdcdcdcdcd; '
+        'ansible-playbook /c/playbooks/rollback.yml -i inv returns to it',
         'Watchdog: failing, restart budget left 0, recoveries 2, last probe answered no',
         'Client keys (SHA-256, first 12): none on this controller']
     head = [line for line in screen if line.startswith('spark1:')][0]
