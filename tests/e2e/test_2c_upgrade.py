@@ -179,7 +179,7 @@ def test_an_upgrade_to_an_image_no_node_holds_is_refused_with_the_serving_launch
                           extravars={"gb10_profile_image": "gb10-sim-serving:0.0.1-missing"})
     assert result.status == "failed"
     # Preflight's refusal on the head, naming the image and how to get it there (M1, A5).
-    failed = [message for _, task, message in result.failures() if task == "Refuse before anything changes"]
+    failed = [message for unused_host, task, message in result.failures() if task == "Refuse before anything changes"]
     assert failed and all("image gb10-sim-serving:0.0.1-missing of profile %s is not there" % PROFILE in message
                           and "Fix on %s: build it" % sim_cluster.head in message for message in failed), run_text(result)
     assert untouched(sim_cluster) == kept and serves(sim_cluster)
@@ -196,7 +196,7 @@ def test_an_upgrade_to_a_model_that_does_not_fit_is_refused_with_the_serving_lau
     result = run_playbook(UPGRADE, sim_cluster.inventory, timeout=900,
                           extravars={"gb10_profiles_dir": site, "gb10_profile_overlay": "sim-big"})
     assert result.status == "failed"
-    failed = [message for _, task, message in result.failures() if task == "Refuse before anything changes"]
+    failed = [message for unused_host, task, message in result.failures() if task == "Refuse before anything changes"]
     assert failed and all("profile %s (gb10_profile) does not fit: weights do not fit (M2): 300 GB of weights" % PROFILE
                           in message for message in failed), run_text(result)
     assert untouched(sim_cluster) == kept and serves(sim_cluster)

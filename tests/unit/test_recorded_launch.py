@@ -115,7 +115,7 @@ def test_an_upgrade_of_a_cluster_that_never_served_is_refused_with_the_deploy_to
     status, failed = run_playbook_first_play(tmp_path, 'upgrade.yml', {
         'gb10_served_record': str(tmp_path / 'served-profile.json'), 'gb10_profile_image': 'vllm-node:0.33.0'})
     assert status == 'failed'
-    assert [task for task, _ in failed] == ['Refuse a cluster with no launch to return to'], failed
+    assert [task for task, unused_message in failed] == ['Refuse a cluster with no launch to return to'], failed
     message = failed[0][1]
     assert message.startswith('spark1 records no launch that served (%s): an upgrade needs one to return to. '
                               'Nothing was changed.' % (tmp_path / 'served-profile.json')), message
@@ -128,6 +128,6 @@ def test_a_rollback_where_only_one_launch_served_is_refused_before_anything_chan
     status, failed = run_playbook_first_play(tmp_path, 'rollback.yml', {
         'gb10_previous_record': str(tmp_path / 'served-profile.previous.json')})
     assert status == 'failed'
-    assert [task for task, _ in failed] == ['Refuse a cluster that keeps no launch before the one that serves'], failed
+    assert [task for task, unused_message in failed] == ['Refuse a cluster that keeps no launch before the one that serves'], failed
     assert failed[0][1].startswith('spark1 keeps no launch that served before the one now (%s is missing)'
                                    % (tmp_path / 'served-profile.previous.json')), failed
