@@ -450,20 +450,29 @@ def pipeline(profile):
     return profile.get('pipeline_parallel_size', 1)
 
 
+def _cluster_choice(profile, field, chosen, variable, rule=''):
+    """A copy of the profile with its field (a top-level key, or 'section.key') set to the cluster's
+    choice, the reason with it: the profile's own reason kept after it, unchanged where it is the
+    profile's own value already."""
+    profile = copy.deepcopy(profile)
+    section, _sep, key = field.rpartition('.')
+    holder = profile[section] if section else profile
+    own = holder.get(key)
+    holder[key] = chosen
+    if own != chosen:
+        profile.setdefault('why', {})[field] = (
+            'set for this cluster with %s=%s (%sthe profile says %s: %s)'
+            % (variable, chosen, (rule + '; ') if rule else '', own, profile.get('why', {}).get(field, 'no reason given')))
+    return profile
+
+
 def choose_executor(profile, chosen, source):
     """The profile with its executor replaced by the cluster's choice (gb10_executor), the reason with it."""
     _need(chosen in EXECUTORS, source, 'executor (gb10_executor)',
           'must be empty (the profile\'s own) or one of %s, got %r' % (', '.join(EXECUTORS), chosen))
     _need(profile.get('engine') == 'vllm', source, 'executor (gb10_executor)',
           'chooses how vLLM spreads its ranks; this profile is for engine %r' % profile.get('engine'))
-    profile = copy.deepcopy(profile)
-    own = profile['engine_args'].get(EXECUTOR_ARG)
-    profile['engine_args'][EXECUTOR_ARG] = chosen
-    if own != chosen:
-        profile.setdefault('why', {})['engine_args.%s' % EXECUTOR_ARG] = (
-            'set for this cluster with gb10_executor=%s (X1; the profile says %s: %s)'
-            % (chosen, own, profile.get('why', {}).get('engine_args.%s' % EXECUTOR_ARG, 'no reason given')))
-    return profile
+    return _cluster_choice(profile, 'engine_args.%s' % EXECUTOR_ARG, chosen, 'gb10_executor', 'X1')
 
 
 def choose_image(profile, chosen, source):
@@ -472,14 +481,7 @@ def choose_image(profile, chosen, source):
     _need(isinstance(chosen, str) and chosen.strip() == chosen and ' ' not in chosen, source, 'image (gb10_profile_image)',
           'must be one image name (repository:tag or repository@sha256:digest), got %r' % (chosen,))
     _need_pinned(chosen, source, 'image (gb10_profile_image)')
-    profile = copy.deepcopy(profile)
-    own = profile['image']
-    profile['image'] = chosen
-    if own != chosen:
-        profile.setdefault('why', {})['image'] = (
-            'set for this cluster with gb10_profile_image=%s (the profile says %s: %s)'
-            % (chosen, own, profile.get('why', {}).get('image', 'no reason given')))
-    return profile
+    return _cluster_choice(profile, 'image', chosen, 'gb10_profile_image')
 
 
 def load(name, profiles, overlay=None, overlay_name=None, executor_choice=None, image_choice=None):

@@ -18,6 +18,20 @@ pytestmark = pytest.mark.rule("M1")
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def run_local(tmp_path, playbook, extravars):
+    """The runner of a playbook against two local hosts (spark1 the head), as root without become."""
+    inventory = tmp_path / 'hosts.ini'
+    inventory.write_text('[gb10_cluster]\nspark1 ansible_connection=local ansible_python_interpreter=%s '
+                         'gb10_cluster_ip=10.0.0.1\nspark2 ansible_connection=local ansible_python_interpreter=%s '
+                         'gb10_cluster_ip=10.0.0.2\n' % (sys.executable, sys.executable))
+    (tmp_path / 'runner').mkdir()
+    return ansible_runner.run(
+        private_data_dir=str(tmp_path / 'runner'), playbook=str(playbook), inventory=str(inventory), quiet=True,
+        timeout=300, extravars=dict({'ansible_become': False}, **extravars),
+        envvars={'ANSIBLE_COLLECTIONS_PATH': os.path.join(TOP, '.collections'), 'ANSIBLE_NOCOLOR': '1',
+                 'PATH': os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')})
+
+
 def run_context(tmp_path, record=None, extravars=None):
     path = tmp_path / 'served-profile.json'
     if record is not None:
@@ -30,16 +44,7 @@ def run_context(tmp_path, record=None, extravars=None):
                   {'name': 'Say the launch', 'ansible.builtin.debug': {
                       'msg': '{{ gb10_deploy_profile.name }} {{ gb10_profile_overlay }} {{ gb10_executor }} '
                              '{{ gb10_deploy_profile.image }}'}}]}]))
-    inventory = tmp_path / 'hosts.ini'
-    inventory.write_text('[gb10_cluster]\nspark1 ansible_connection=local ansible_python_interpreter=%s '
-                         'gb10_cluster_ip=10.0.0.1\nspark2 ansible_connection=local ansible_python_interpreter=%s '
-                         'gb10_cluster_ip=10.0.0.2\n' % (sys.executable, sys.executable))
-    (tmp_path / 'runner').mkdir()
-    runner = ansible_runner.run(
-        private_data_dir=str(tmp_path / 'runner'), playbook=str(playbook), inventory=str(inventory), quiet=True,
-        timeout=300, extravars=dict({'gb10_served_record': str(path)}, **(extravars or {})),
-        envvars={'ANSIBLE_COLLECTIONS_PATH': os.path.join(TOP, '.collections'), 'ANSIBLE_NOCOLOR': '1',
-                 'PATH': os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')})
+    runner = run_local(tmp_path, playbook, dict({'gb10_served_record': str(path)}, **(extravars or {})))
     said = [e['event_data']['res']['msg'] for e in runner.events if e.get('event') == 'runner_on_ok'
             and e['event_data'].get('task') == 'Say the launch']
     failed = [e['event_data']['res'].get('msg', '') for e in runner.events if e.get('event') == 'runner_on_failed']
@@ -93,18 +98,9 @@ def test_no_record_asks_for_the_profile(tmp_path):
 
 
 def run_playbook_first_play(tmp_path, playbook, extravars):
-    """(status, failed task names and messages) of one of the collection's playbooks against two local
-    hosts, as root without become: a refusal of its first play comes before any other host is asked."""
-    inventory = tmp_path / 'hosts.ini'
-    inventory.write_text('[gb10_cluster]\nspark1 ansible_connection=local ansible_python_interpreter=%s '
-                         'gb10_cluster_ip=10.0.0.1\nspark2 ansible_connection=local ansible_python_interpreter=%s '
-                         'gb10_cluster_ip=10.0.0.2\n' % (sys.executable, sys.executable))
-    (tmp_path / 'runner').mkdir()
-    runner = ansible_runner.run(
-        private_data_dir=str(tmp_path / 'runner'), playbook=os.path.join(TOP, 'playbooks', playbook),
-        inventory=str(inventory), quiet=True, timeout=300, extravars=dict({'ansible_become': False}, **extravars),
-        envvars={'ANSIBLE_COLLECTIONS_PATH': os.path.join(TOP, '.collections'), 'ANSIBLE_NOCOLOR': '1',
-                 'PATH': os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')})
+    """(status, failed task names and messages) of one of the collection's playbooks: a refusal of its
+    first play comes before any other host is asked."""
+    runner = run_local(tmp_path, os.path.join(TOP, 'playbooks', playbook), extravars)
     failed = [(e['event_data']['task'], e['event_data']['res'].get('msg', '')) for e in runner.events
               if e.get('event') == 'runner_on_failed']
     return runner.status, failed
