@@ -120,3 +120,21 @@ def test_every_container_that_runs_nccl_takes_the_settings_from_the_filter(role,
         with open(role_vars) as handle:
             text += handle.read()
     assert re.search(r'%s: (?:>-\s+)?"?\{\{ \S+ \| gb10\.serving\.rdma_container\(' % rdma_var, text), (role, rdma_var)
+
+
+def test_devices_capabilities_and_limits_are_read_as_docker_lists_them():
+    # Docker lists every device mapping, the verbs nodes one by one where a launcher mapped them so
+    # (--device /dev/infiniband/uverbs0 ...), a mapping without a host path, and every ulimit in the
+    # order given: a name before or after memlock, and a device beside /dev/infiniband, are not it.
+    apart = {'Devices': [{'PathInContainer': '/dev/null'}, {'PathOnHost': '/dev/fuse'}, {'PathOnHost': '/dev/infinibandX'},
+                         {'PathOnHost': '/dev/vfio'}],
+             'CapAdd': ['IPC_LOCK'],
+             'Ulimits': [{'Name': 'core', 'Soft': 0, 'Hard': 0}, {'Name': 'nofile', 'Soft': 1048576, 'Hard': 1048576},
+                         {'Name': 'memlock', 'Soft': -1, 'Hard': -1}]}
+    assert rdma_missing(apart, 'roce') == ['no /dev/infiniband device']
+    nodes = dict(apart, Devices=[{'PathOnHost': '/dev/infiniband/uverbs0'}, {'PathOnHost': '/dev/infiniband/rdma_cm'}])
+    assert rdma_missing(nodes, 'roce') == []
+    # A byte limit as Docker reads it back from JSON (another int object than the one asked for).
+    limits = {'memlock': str(64 << 30), 'nofile': 20000}
+    given = dict(nodes, Ulimits=[{'Name': 'memlock', 'Soft': int('68719476736'), 'Hard': int('68719476736')}])
+    assert rdma_missing(given, 'roce', limits=limits) == []
