@@ -279,6 +279,29 @@ def test_a_ring_link_under_the_speed_floor_is_named_with_its_rate(fixture_path):
                                    for link in fast['ring_links'])
 
 
+def test_each_ring_link_is_the_subnet_of_its_own_gids_address(fixture_path):
+    # N6: a ring link's subnet is the one of the address its RoCE v2 GID carries, whatever other
+    # addresses its port holds before or after it; a port holding a second address (a second GID,
+    # later in the table) keeps its first; a GID whose address the port no longer lists (removed
+    # since the table was read) is that address alone.
+    root = fixture_path('sysfs', 'ring3', 'spark1')
+    with open(fixture_path('sysfs', 'ring3', 'spark1', 'ip-addr.json')) as handle:
+        addresses = parse_ip_addr(handle.read())
+    ports = read_rdma(root)
+    netdevs = read_netdevs(root, sorted(addresses))
+    addresses['enP2p1s0f0np0'] = [ipaddress.IPv4Interface(a) for a in ('200.1.1.1/24', '10.0.0.1/8', '192.168.102.1/24')]
+    second = [p for p in ports if p['device'] == 'roceP2p1s0f1'][0]
+    second['gids'] += [dict(gid, index=gid['index'] + 2, ipv4='172.16.9.1') for gid in second['gids'] if gid['ipv4']]
+    addresses['enP2p1s0f1np1'].append(ipaddress.IPv4Interface('172.16.9.1/16'))
+    del addresses['enp1s0f0np0']
+    links = dict((link['hca'], (link['ip'], link['network'])) for link in
+                 plan(ports, addresses, netdevs, '10.10.0.1', 'roce_ring')['ring_links'])
+    assert links == {'roceP2p1s0f0': ('192.168.102.1', '192.168.102.0/24'),
+                     'roceP2p1s0f1': ('192.168.104.1', '192.168.104.0/24'),
+                     'rocep1s0f0': ('192.168.101.1', '192.168.101.1/32'),
+                     'rocep1s0f1': ('192.168.103.1', '192.168.103.0/24')}
+
+
 def test_nodes_with_different_numbers_of_hcas_are_named_with_each_count(fixture_path):
     ring = dict(('spark%d' % n, facts(fixture_path, 'ring3/spark%d' % n, '10.10.0.%d' % n, 'roce_ring'))
                 for n in (1, 2, 3))
