@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, PLAYBOOK, PROFILE, STATUS_TASK, SUMMARY_TASK, TINY_ANSWER,
-                      WORKER, api_client, api_key, assert_succeeded, gateway_ca, engine_process, link_figures, link_state,
+                      TOP, WORKER, api_client, api_key, assert_succeeded, gateway_ca, engine_process, link_figures, link_state,
                       on_host, run_text)
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
@@ -51,6 +51,16 @@ def test_the_run_ends_with_the_endpoint_and_the_answer_it_received(sim_cluster, 
     # The profile's question, greedy, got the tiny model's answer at TP=1 over both ranks.
     known = deployed.results_by_host(task=KNOWN_ANSWER_TASK)[head]["msg"]
     assert known.startswith("known answer: ") and TINY_ANSWER in known, known
+    # What the packet filter lets in (A4), and the next commands with this run's inventory.
+    firewall = [line for line in summary if line.startswith("Firewall (A4): ")]
+    assert len(firewall) == 1 and firewall[0].startswith(
+        "Firewall (A4): SSH (22) open to everyone; the API gateway (%d) to 0.0.0.0/0, ::/0; " % API_PORT), summary
+    assert firewall[0].endswith(" only; anything else refused"), summary
+    following = [line for line in summary if line.startswith("Next: ")]
+    assert len(following) == 1, summary
+    for playbook in ("status.yml", "benchmark.yml", "drift.yml"):
+        assert "ansible-playbook %s -i %s" % (os.path.join(TOP, "playbooks", playbook),
+                                              os.path.join(TOP, sim_cluster.inventory)) in following[0], following
 
 
 @pytest.mark.rule("M2", "H3")
