@@ -148,11 +148,15 @@ def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_p
     said = result.results_by_host(task=CONVERGED_TASK)[sim_cluster.head]["msg"]
     assert said.startswith("Converged: every node is as the last full deploy left it"), said
     # No role that prepares, links, copies or starts anything ran a task; the engine's smoke test did.
-    # The API gateway's role only says where clients reach it (its endpoint facts, for the summary);
-    # the cluster role only defines and reads: its argument check and the run's context (the converged
-    # read and the client keys are the steps' own task files).
+    # The API gateway's role only says where clients reach it (its endpoint facts, for the summary), the
+    # firewall's what its table lets in (A4); the cluster role only defines and reads: its argument check
+    # and the run's context (the converged read and the client keys are the steps' own task files).
     roles = {e["event_data"].get("role") for e in result.events if e.get("event") == "runner_on_start"}
-    assert roles - {None} == {"cluster", "api_key", "api_gateway", "vllm_serve"}, roles
+    assert roles - {None} == {"cluster", "api_key", "api_gateway", "vllm_serve", "firewall"}, roles
+    firewall_tasks = {e["event_data"].get("task") for e in result.events
+                      if e.get("event") == "runner_on_start" and e["event_data"].get("role") == "firewall"
+                      and not e["event_data"].get("task", "").startswith("Validating arguments against arg spec")}
+    assert firewall_tasks == {"Say what the packet filter lets in (A4)"}, firewall_tasks
     cluster_tasks = {e["event_data"].get("task") for e in result.events
                      if e.get("event") == "runner_on_start" and e["event_data"].get("role") == "cluster"
                      and not e["event_data"].get("task", "").startswith("Validating arguments against arg spec")}
