@@ -101,6 +101,29 @@ def metrics_text(reading, error, read_at, read_seconds):
     return '\n'.join(page.lines) + '\n'
 
 
+def clock_text(clock, verdict, floor_mhz):
+    """The GPU clock's series (rule H12). clock: (SM clock MHz, utilization %) of this read, None
+    when nvidia-smi could not say; verdict: gpu_clock.verdict() of the last readings under load;
+    floor_mhz: the clock under load below which a node is stuck low."""
+    page = _Page()
+    if clock is not None:
+        page.metric('gb10_gpu_sm_clock_mhz', 'gauge', 'The GPU\'s SM clock at the last read (an idle GPU clocks down).',
+                    [({}, clock[0])])
+        page.metric('gb10_gpu_utilization_percent', 'gauge', 'The GPU\'s utilization at the last read.',
+                    [({}, clock[1])])
+    page.metric('gb10_gpu_clock_floor_mhz', 'gauge', 'The SM clock under load below which the node is stuck low (H12).',
+                [({}, floor_mhz)])
+    if verdict['state'] != 'unknown':
+        page.metric('gb10_gpu_sm_clock_under_load_mhz', 'gauge',
+                    'Median SM clock of the last readings taken under load (H12).', [({}, verdict['clock_mhz'])])
+        page.metric('gb10_gpu_clock_under_load_timestamp_seconds', 'gauge',
+                    'When the last reading under load was taken (Unix time).', [({}, verdict['at'])])
+        page.metric('gb10_gpu_clock_low', 'gauge',
+                    '1 when the SM clock under load is below the floor: the GB10 low-power state that halves '
+                    'decode until the Spark is taken off AC power (H12).', [({}, verdict['state'] == 'low')])
+    return '\n'.join(page.lines) + '\n'
+
+
 def textfiles(root):
     """Every *.prom under root (the collection's state folder: the watchdog's, the link check's),
     in path order, as (path, text). A file that cannot be read is left out, not fatal: a scrape

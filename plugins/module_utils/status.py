@@ -6,7 +6,7 @@ command that serves again when nothing does.
 
 Every node's figures come from its own exporter (role node_metrics, rule O6): the unified memory as
 module unified_memory splits it (the engine's hold, the page cache, what is free, the leak
-verdict, H4), the link's last measurement (N5) and, on the head, the watchdog's state (O4). The
+verdict, H4), the GPU's clock under load (H12), the link's last measurement (N5) and, on the head, the watchdog's state (O4). The
 head's engine is asked the way the deploy asks it (role vllm_serve, entry point probe, O2).
 Nothing here reads a secret: a client key is shown as the first 12 hex digits of its SHA-256.
 """
@@ -18,6 +18,7 @@ __metaclass__ = type
 import math
 import re
 
+from ansible_collections.gb10.serving.plugins.module_utils.gpu_clock import describe as describe_clock
 from ansible_collections.gb10.serving.plugins.module_utils.profile import data_parallel, pipeline
 
 # A sample line of Prometheus' text format: name, optional {labels}, value (timestamps unused).
@@ -79,9 +80,17 @@ def node_figures(text, reading=None):
             'leaked': leaked,
         },
         'exporter': bool(text),
+        'gpu_clock': None,
         'link': None,
         'watchdog': None,
     }
+    if 'gb10_gpu_clock_low' in m:
+        figures['gpu_clock'] = {
+            'under_load_mhz': _first(m, 'gb10_gpu_sm_clock_under_load_mhz'),
+            'floor_mhz': _first(m, 'gb10_gpu_clock_floor_mhz'),
+            'low': _first(m, 'gb10_gpu_clock_low') == 1,
+            'measured_at': _first(m, 'gb10_gpu_clock_under_load_timestamp_seconds'),
+        }
     if 'gb10_link_check_ok' in m:
         figures['link'] = {
             'busbw_gbit': _first(m, 'gb10_link_allreduce_busbw_gbit'),
@@ -161,17 +170,25 @@ def lines(status):
             out.append('%s: neither its memory nor its exporter could be read; container %s; firewall %s'
                        % (host, node['container'], node['firewall']))
             continue
-        mem, link = figures['memory'], figures['link']
-        out.append('%s: memory %s GiB: engine %s, page cache %s, free %s, %s; link %s; container %s; firewall %s'
+        mem, link, clock = figures['memory'], figures['link'], figures['gpu_clock']
+        out.append('%s: memory %s GiB: engine %s, page cache %s, free %s, %s; GPU clock under load %s; link %s; '
+                   'container %s; firewall %s'
                    % (host, _gib(mem['total_gib']), _gib(mem['engine_gib']), _gib(mem['page_cache_gib']),
                       _gib(mem['free_gib']),
                       ('LEAKED %s GiB' % _gib(mem['leak_gib'])) if mem['leaked'] else 'no leak',
+                      ('%s MHz%s' % (_int(clock['under_load_mhz']), ' STUCK LOW (H12)' if clock['low'] else ''))
+                      if clock else 'no reading yet' if figures['exporter'] else 'no exporter answered',
                       ('%s Gb/s (floor %s) %s' % (_gib(link['busbw_gbit']), _gib(link['floor_gbit']),
                                                   'ok' if link['ok'] else 'UNDER ITS FLOOR')) if link
                       else 'not measured' if figures['exporter'] else 'no exporter answered',
                       node['container'], node['firewall']))
     if status['fix']:
         out.append('Fix: %s' % status['fix'])
+    # A node stuck at a low clock serves at half speed: not a reason to relaunch, a reason to unplug.
+    for host in status['nodes_order']:
+        clock = (status['nodes'][host]['figures'] or {}).get('gpu_clock')
+        if clock and clock['low']:
+            out.append(describe_clock(host, clock['under_load_mhz'], clock['floor_mhz']))
     return out
 
 

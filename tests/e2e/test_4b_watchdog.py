@@ -163,7 +163,7 @@ def free_port():
         return probe.getsockname()[1]
 
 
-@pytest.mark.rule("O6", "A1")
+@pytest.mark.rule("O6", "A1", "H12")
 def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(watchdog, run_adhoc, tmp_path):
     head, worker = watchdog.head, watchdog.hosts[1]
     assert len(PRINTED) == 1 and "/metrics, the same on every node" in PRINTED[0], PRINTED
@@ -223,6 +223,24 @@ def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(wa
         finally:
             on_host(worker, "/opt/gb10-sim/bin/gb10-plant-leak", "0")
 
+        # A worker stuck in the GB10's low-power state (H12): the fixture kit's clock under load falls
+        # to ~702 MHz (eugr/spark-vllm-docker issue 334). Under the engine's own load, the exporters'
+        # verdicts reach Prometheus, the worker stuck and the head not, and the alert names the worker.
+        on_host(worker, "/opt/gb10-sim/bin/gb10-sim-set", "gpu_clock_stuck=1")
+        try:
+            client = api_client(watchdog, timeout=120)
+            model = client.models.list().data[0].id
+            deadline = time.time() + 240
+            while by_node("gb10_gpu_clock_low") != {head: 0.0, worker: 1.0} and time.time() < deadline:
+                client.completions.create(model=model, prompt="Count to fifty:", max_tokens=64)
+            under_load = by_node("gb10_gpu_sm_clock_under_load_mhz")
+            assert by_node("gb10_gpu_clock_low") == {head: 0.0, worker: 1.0}, under_load
+            assert under_load[worker] < by_node("gb10_gpu_clock_floor_mhz")[worker] <= under_load[head], under_load
+            wait_for("the low clock alert for the worker alone", lambda: {
+                r["metric"]["node"] for r in query('ALERTS{alertname="GB10GpuClockLow",alertstate="firing"}')} == {worker}, 60)
+        finally:
+            on_host(worker, "/opt/gb10-sim/bin/gb10-sim-set", "gpu_clock_stuck=0")
+
         # The link measurement, the watchdog's state and the engine's own series: every expression
         # of the dashboard the collection ships has data (a rate needs two scrapes).
         with open(DASHBOARD) as f:
@@ -241,7 +259,7 @@ def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(wa
             rule["health"] == "ok" for rule in alert_rules(port).values()), 60)
         assert set(alert_rules(port)) == {"GB10EngineDown", "GB10KnownAnswerWrong", "GB10UnifiedMemoryLeaked",
                                           "GB10RestartBudgetSpent", "GB10LinkUnderFloor", "GB10MemoryLow",
-                                          "GB10ScrapeDown"}, alert_rules(port)
+                                          "GB10ScrapeDown", "GB10GpuClockLow"}, alert_rules(port)
         firing = {r["metric"]["alertname"] for r in query('ALERTS{alertstate="firing"}')}
         assert not firing & {"GB10EngineDown", "GB10KnownAnswerWrong", "GB10UnifiedMemoryLeaked",
                              "GB10RestartBudgetSpent", "GB10ScrapeDown"}, firing

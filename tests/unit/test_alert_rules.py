@@ -45,7 +45,7 @@ def promtool(tmp_path, input_series, checks):
 
 def test_the_rules_load_in_prometheus():
     out = subprocess.run(['promtool', 'check', 'rules', RULES], capture_output=True, text=True, timeout=60, check=False)
-    assert out.returncode == 0 and '7 rules found' in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0 and '8 rules found' in out.stdout, out.stdout + out.stderr
 
 
 def test_each_fault_fires_its_alert_for_its_node_and_a_healthy_node_fires_none(tmp_path):
@@ -87,6 +87,18 @@ def test_a_wrong_known_answer_fires_at_once(tmp_path):
     out = promtool(tmp_path, [series('gb10_engine_answer_correct', 'spark1', '1 0x10')],
                    [{'eval_time': '30s', 'alertname': 'GB10KnownAnswerWrong',
                      'exp_alerts': [expected('GB10KnownAnswerWrong', 'spark1')]}])
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.rule("H12")
+def test_a_node_whose_gpu_clock_is_stuck_low_under_load_is_named_and_a_healthy_one_is_not(tmp_path):
+    # Series as the exporter serves them (module_utils node_metrics.clock_text): spark2's verdict turns
+    # low after its readings under load, spark1's stays ok; no reading under load yet gives no series.
+    out = promtool(tmp_path, [series('gb10_gpu_clock_low', 'spark1', '0x10'),
+                              series('gb10_gpu_clock_low', 'spark2', '0 0 1x8')],
+                   [{'eval_time': '15s', 'alertname': 'GB10GpuClockLow', 'exp_alerts': []},
+                    {'eval_time': '1m', 'alertname': 'GB10GpuClockLow',
+                     'exp_alerts': [expected('GB10GpuClockLow', 'spark2')]}])
     assert out.returncode == 0, out.stdout + out.stderr
 
 

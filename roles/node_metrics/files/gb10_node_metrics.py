@@ -18,7 +18,7 @@ import time
 
 # The collection's module_utils, copied under their import path (namespace packages).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ansible_collections.gb10.serving.plugins.module_utils import node_metrics  # noqa: E402
+from ansible_collections.gb10.serving.plugins.module_utils import gpu_clock, node_metrics  # noqa: E402
 from ansible_collections.gb10.serving.plugins.module_utils.node_command import run  # noqa: E402
 from ansible_collections.gb10.serving.plugins.module_utils.unified_memory import MeasureError, measure  # noqa: E402
 
@@ -36,12 +36,23 @@ def read_memory(config):
                    leak_threshold_gib=config["leak_threshold_gib"], baseline_file=config["baseline_file"])
 
 
+def read_clock(config):
+    """(SM clock MHz, utilization %) from the node's nvidia-smi; ClockError when it cannot say."""
+    rc, out, err = run([config["nvidia_smi"]] + gpu_clock.query_args())
+    if rc != 0:
+        raise gpu_clock.ClockError("%s exited %d: %s" % (config["nvidia_smi"], rc, (err or out).strip()[-300:]))
+    return gpu_clock.parse(out)
+
+
 class Exporter(object):
     def __init__(self, config):
         self.config = config
         self.lock = threading.Lock()
         self.own = ""
         self.last_error = None
+        self.last_clock_error = None
+        # The last readings under load (H12): the verdict holds between loads, as the state does.
+        self.under_load = []
 
     def read(self):
         started = time.time()
@@ -54,7 +65,20 @@ class Exporter(object):
         if error != self.last_error:
             log("read failed: %s" % error if error else "reading the node")
             self.last_error = error
-        text = node_metrics.metrics_text(reading, error, round(time.time(), 3), time.time() - started)
+        # The GPU's clock and load (H12), apart from memory: a clock query that fails costs its own
+        # series, not the memory figures.
+        clock, clock_error = None, None
+        try:
+            clock = read_clock(self.config)
+            self.under_load = gpu_clock.keep(self.under_load, clock[0], clock[1], round(time.time(), 3))
+        except gpu_clock.ClockError as exc:
+            clock_error = str(exc)
+        if clock_error != self.last_clock_error:
+            log("clock read failed: %s" % clock_error if clock_error else "reading the GPU clock")
+            self.last_clock_error = clock_error
+        floor = self.config["gpu_clock_floor_mhz"]
+        text = (node_metrics.metrics_text(reading, error, round(time.time(), 3), time.time() - started)
+                + node_metrics.clock_text(clock, gpu_clock.verdict(self.under_load, floor), floor))
         with self.lock:
             self.own = text
 

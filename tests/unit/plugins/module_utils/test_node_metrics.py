@@ -102,7 +102,7 @@ def test_no_state_folder_yet_serves_the_node_figures_alone(tmp_path):
 
 
 def test_every_series_of_the_grafana_dashboard_is_one_the_cluster_publishes(tmp_path, fixture_path):
-    """The dashboard's gb10_ series are the exporter's, the link check's textfile's or the
+    """The dashboard's gb10_ series are the exporter's (memory and clock), the link check's textfile's or the
     watchdog's; the rest are the engine's own (vllm:) or Prometheus' (up). That each one has data
     on a running cluster is tests/e2e/test_4b_watchdog.py's."""
     import json
@@ -114,6 +114,7 @@ def test_every_series_of_the_grafana_dashboard_is_one_the_cluster_publishes(tmp_
     reading = gb10_reading(tmp_path, fixture_path)
     reading.update(cuda_free_gib=1.0, cuda_total_gib=2.0)
     published = set(samples(nm.metrics_text(reading, None, 1.0, 0.0)))
+    published |= set(samples(nm.clock_text((702, 96), {'state': 'low', 'clock_mhz': 702, 'readings': 1, 'at': 1.0}, 1500)))
     published |= set(samples(watchdog.metrics_text({'last_probe': {'verdict': 'ok', 'ttft_s': 0.1, 'at': 1.0}},
                                                    1.0, 3, 3600)))
     with open(os.path.join(top, 'roles', 'link_check', 'templates', 'link.prom.j2')) as handle:

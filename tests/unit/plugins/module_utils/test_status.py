@@ -159,3 +159,27 @@ def test_the_screen_says_each_figure_as_read(tmp_path, fixture_path):
     leak = built['nodes']['spark2']['figures']['memory']['leak_gib']
     assert ('LEAKED %.1f GiB' % leak) in worker and leak > 30 and 'link not measured' in worker, worker
     assert screen[-1] == 'Fix: ansible-playbook /c/playbooks/recover.yml -i inv'
+
+
+@pytest.mark.rule("H12")
+def test_a_node_stuck_at_a_low_clock_under_load_is_named_with_the_power_cycle(tmp_path, fixture_path):
+    # The exporter's own clock series (module_utils node_metrics.clock_text over gpu_clock's verdict):
+    # spark1 healthy under load, spark2 stuck in the GB10 low-power state, as nvidia-smi read them.
+    from ansible_collections.gb10.serving.plugins.module_utils import gpu_clock
+
+    def page(readings):
+        return (exporter_page(tmp_path, fixture_path, CLEAN)
+                + nm.clock_text((890, 0), gpu_clock.verdict(readings, 1500), 1500))
+
+    pages = {'spark1': page([(2398, 97, 1796586300.0)]), 'spark2': page([(702, 96, 1796586310.0), (695, 96, 1796586325.0)])}
+    built = status.build(facts(pages, {'alive': True, 'healthy': True, 'serving': True}))
+    assert built['serving'] and built['fix'] is None  # it serves, slowly: no relaunch fixes a clock
+    assert built['nodes']['spark2']['figures']['gpu_clock'] == {
+        'under_load_mhz': 698.5, 'floor_mhz': 1500, 'low': True, 'measured_at': 1796586325.0}
+    screen = status.lines(built)
+    assert 'GPU clock under load 2398 MHz;' in [line for line in screen if line.startswith('spark1:')][0]
+    assert 'GPU clock under load 698 MHz STUCK LOW (H12);' in [line for line in screen if line.startswith('spark2:')][0]
+    assert screen[-1] == gpu_clock.describe('spark2', 698.5, 1500) and 'spark1' not in screen[-1]
+    # No reading under load since the exporter started: said, not guessed.
+    idle = status.lines(status.build(facts({'spark1': page([]), 'spark2': page([])}, {'serving': True})))
+    assert all('GPU clock under load no reading yet;' in line for line in idle if line.startswith('spark'))

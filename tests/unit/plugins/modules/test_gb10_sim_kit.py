@@ -372,3 +372,31 @@ def test_kernel_7_0_0_1019_boots_with_kexec_handover_scratch_as_cma_unless_kho_i
     assert kit.run('gb10-sim-set', 'kho_off=1').returncode == 0
     assert kit.run('gb10-test-boot').returncode == 0
     assert run_module(unified_memory.main, kit.args())[1]['kho_cma_gib'] == 0.0
+
+
+@pytest.mark.rule("H12")
+def test_a_gpu_stuck_in_its_low_power_state_clocks_low_under_load_and_a_reboot_keeps_it(kit, tmp_path):
+    # eugr/spark-vllm-docker issue 334: ~702 MHz under inference where a healthy GB10 runs ~2398; an
+    # OS reboot kept it. The GPU works while the engine's processes do (the CPU build's kernels).
+    def query():
+        out = kit.run('nvidia-smi', '--query-gpu=clocks.sm,utilization.gpu', '--format=csv,noheader,nounits')
+        assert out.returncode == 0, out.stdout + out.stderr
+        return tuple(int(value) for value in out.stdout.split(','))
+
+    assert query() == (2223, 0)
+    engine = subprocess.Popen(['bash', '-c', 'exec -a VLLM::EngineCore python3 -c "while True: pass"'])
+    try:
+        os.symlink('/proc/%d' % engine.pid, str(tmp_path / 'proc' / str(engine.pid)))
+        time.sleep(0.2)
+        clock, utilization = query()
+        assert clock == 2398 and utilization > 0, (clock, utilization)
+        assert kit.run('gb10-sim-set', 'gpu_clock_stuck=1').returncode == 0
+        clock, utilization = query()
+        assert clock == 702 and utilization > 0, (clock, utilization)
+    finally:
+        engine.kill()
+        engine.wait()
+    os.unlink(str(tmp_path / 'proc' / str(engine.pid)))
+    assert query() == (890, 0)
+    assert kit.run('gb10-test-boot').returncode == 0
+    assert state(kit)['gpu_clock_stuck'] == '1' and query() == (890, 0)
