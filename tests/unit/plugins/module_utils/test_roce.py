@@ -264,8 +264,8 @@ def test_twins_whose_ipv4_gids_sit_at_other_indexes_are_refused(fixture_path, tm
         (gids / src).write_text('fe80:0000:0000:0000:0000:0000:0000:0001\n')
     addresses = parse_ip_addr((root / 'ip-addr.json').read_text())
     result = plan(read_rdma(str(root)), addresses, read_netdevs(str(root), sorted(addresses)), '192.168.100.10', 'roce')
-    assert any(p.startswith('the RoCE v2 IPv4 GID index differs between HCAs (') and 'roceP2p1s0f1=5' in p
-               and 'rocep1s0f1=3' in p for p in result['problems']), result['problems']
+    assert ('the RoCE v2 IPv4 GID index differs between HCAs (roceP2p1s0f1=5, rocep1s0f1=3); NCCL_IB_GID_INDEX '
+            'is one number (rule N1)') in result['problems'], result['problems']
 
 
 def test_a_ring_link_under_the_speed_floor_is_named_with_its_rate(fixture_path):
@@ -320,3 +320,101 @@ def test_a_container_without_file_descriptors_is_refused():
     with pytest.raises(RoceError, match=r'^nofile must be above 0, got 0$'):
         rdma_limits({'nofile': 0})
     assert rdma_limits({'nofile': 1})['nofile'] == 1
+
+
+def direct_pair(fixture_path):
+    """(ports, addresses, netdevs) of spark1 of a direct pair, as the module reads them."""
+    root = fixture_path('sysfs', 'direct-pair', 'spark1')
+    with open(fixture_path('sysfs', 'direct-pair', 'spark1', 'ip-addr.json')) as handle:
+        addresses = parse_ip_addr(handle.read())
+    return read_rdma(root), addresses, read_netdevs(root, sorted(addresses))
+
+
+@pytest.mark.parametrize('transport', ['roce', 'roce_ring', 'socket'])
+def test_the_transport_as_the_module_receives_it_plans_the_same(fixture_path, transport):
+    # The module's transport comes decoded from its JSON arguments, a string equal to the name but
+    # not the same object: every decision is by value.
+    import json
+    tree, ip = ('ring3/spark1', '10.10.0.1') if transport == 'roce_ring' else ('direct-pair/spark1', '192.168.100.10')
+    received = json.loads(json.dumps(transport))
+    assert facts(fixture_path, tree, ip, received) == facts(fixture_path, tree, ip, transport)
+
+
+def test_a_cluster_address_on_the_loopback_device_is_refused_whatever_the_address(fixture_path):
+    # N3: lo with a routable address (a /32 some setups put there) is still no link between nodes.
+    ports, addresses, netdevs = direct_pair(fixture_path)
+    addresses['lo'].append(ipaddress.IPv4Interface('10.99.0.1/32'))
+    assert any('the cluster address 10.99.0.1 is on loopback' in p
+               for p in plan(ports, addresses, netdevs, '10.99.0.1', 'socket')['problems'])
+
+
+def test_a_node_without_any_address_says_so_in_the_refusal(fixture_path):
+    ports, addresses, netdevs = direct_pair(fixture_path)
+    with pytest.raises(RoceError, match=r'\(addresses seen: none\)$'):
+        plan(ports, dict((name, []) for name in addresses), netdevs, '192.168.100.10')
+
+
+def test_another_interface_named_than_the_one_holding_the_address_is_named_in_any_order(fixture_path):
+    ports, addresses, netdevs = direct_pair(fixture_path)
+    for named in ('enP2p1s0f1np1', 'wlP9s9'):  # sorting before and after the holder
+        problems = plan(ports, addresses, netdevs, '192.168.100.10', 'roce', cluster_iface=named)['problems']
+        assert 'gb10_cluster_iface is %s but 192.168.100.10 is on enp1s0f1np1' % named in problems
+    import json
+    same = json.loads('"enp1s0f1np1"')  # as the module receives it
+    assert not [p for p in plan(ports, addresses, netdevs, '192.168.100.10', 'roce', cluster_iface=same)['problems']
+                if 'gb10_cluster_iface' in p]
+
+
+def test_a_link_at_exactly_its_floor_passes(fixture_path):
+    # N5: the floor is the lowest rate that passes.
+    assert facts(fixture_path, 'direct-pair/spark1', '192.168.100.10', min_speed_mbps=200000)['problems'] == []
+    rate = facts(fixture_path, 'ring3/spark1', '10.10.0.1', 'roce_ring')['ring_links'][0]['speed_mbps']
+    assert facts(fixture_path, 'ring3/spark1', '10.10.0.1', 'roce_ring', min_speed_mbps=rate)['problems'] == []
+
+
+@pytest.mark.rule("N4")
+def test_sockets_on_purpose_do_not_judge_the_roce_ports(fixture_path):
+    # A twin down while it holds its address is half the link to RoCE (N5); to TCP on purpose it is nothing.
+    ports, addresses, netdevs = direct_pair(fixture_path)
+    down = [p for p in ports if p['device'] == 'roceP2p1s0f1'][0]
+    down.update(active=False, state='1: DOWN')
+    assert plan(ports, addresses, netdevs, '192.168.100.10', 'socket')['problems'] == []
+    roce = plan(ports, addresses, netdevs, '192.168.100.10', 'roce')['problems']
+    assert [p for p in roce if p.startswith('enP2p1s0f1np1 (RoCE port roceP2p1s0f1/1) holds 192.168.100.11/')], roce
+
+
+def test_no_active_roce_port_lists_every_port_and_state_or_says_there_is_no_device(fixture_path):
+    down = facts(fixture_path, 'roce-down/spark2', '192.168.100.20')['problems']
+    assert ('no RoCE port is ACTIVE (roceP2p1s0f0/1 1: DOWN, roceP2p1s0f1/1 1: DOWN, rocep1s0f0/1 1: DOWN, '
+            'rocep1s0f1/1 1: DOWN): NCCL would fall back') in ' | '.join(down), down
+    ports, addresses, netdevs = direct_pair(fixture_path)
+    none = plan([], addresses, netdevs, '192.168.100.10', 'roce')['problems']
+    assert [p for p in none if p.startswith('no RoCE port is ACTIVE (no RDMA device at all): ')], none
+
+
+def test_active_ports_without_any_ipv4_gid_get_one_refusal_not_an_index_mismatch(fixture_path):
+    ports, addresses, netdevs = direct_pair(fixture_path)
+    for port in ports:
+        port['gids'] = [gid for gid in port['gids'] if not gid['ipv4']]
+    result = plan(ports, addresses, netdevs, '192.168.100.10', 'roce')
+    assert result['problems'] == ['no ACTIVE RoCE port has a RoCE v2 IPv4 GID in 192.168.100.0/24: the cluster subnet '
+                                  'is not on a RoCE device, so NCCL would not use RDMA for it (rule N5)']
+    assert result['hcas'] == [] and result['gid_index'] is None
+
+
+def test_a_twin_with_a_second_address_keeps_the_gid_of_its_first(fixture_path):
+    # The kernel adds a GID per address in the order they come: the link's own (cluster_link's) first.
+    ports, addresses, netdevs = direct_pair(fixture_path)
+    twin = [p for p in ports if p['device'] == 'rocep1s0f1'][0]
+    twin['gids'] += [dict(gid, index=gid['index'] + 4, ipv4='192.168.100.99') for gid in twin['gids'] if gid['ipv4']]
+    assert plan(ports, addresses, netdevs, '192.168.100.10', 'roce')['gid_index'] == 3
+
+
+def test_a_ring_node_has_its_four_cable_halves_or_a_pairs_two(fixture_path):
+    root = fixture_path('sysfs', 'ring3', 'spark1')
+    with open(fixture_path('sysfs', 'ring3', 'spark1', 'ip-addr.json')) as handle:
+        addresses = parse_ip_addr(handle.read())
+    ports, netdevs = read_rdma(root), read_netdevs(root, sorted(addresses))
+    assert not [p for p in plan(ports[:2], addresses, netdevs, '10.10.0.1', 'roce_ring')['problems'] if 'CX7 ports are Up' in p]
+    assert ('1 CX7 ports are Up: a ring node has 4 (both halves of both QSFP ports), a pair 2 (rule N6)'
+            in plan(ports[:1], addresses, netdevs, '10.10.0.1', 'roce_ring')['problems'])
