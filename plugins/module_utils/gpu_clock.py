@@ -6,9 +6,9 @@
 A GB10 can stay in a low-power state in which its SM clock sits at ~702 MHz even while a model
 generates, where a healthy one runs at ~2398 MHz: single-stream decode halves (24-28 against 50-53
 tok/s), an OS reboot does not clear it, and only taking the Spark off AC power for some minutes did
-(eugr/spark-vllm-docker issue 334). Another owner's nvidia-smi log of the same state reads 2223 MHz
-idle, then 890 and 695 MHz at 96 % utilization (hasso5703/dgx-spark-qwen38 issue 8). An idle GPU
-clocks down on its own, so only readings taken while the GPU works say anything.
+(eugr/spark-vllm-docker issue 334). Another owner's nvidia-smi log of the same state reads ~2223 MHz
+idle, then 890 MHz idle and 858, 695 MHz at 96 % utilization (hasso5703/dgx-spark-qwen38 issue 8).
+An idle GPU clocks down on its own, so only readings taken while the GPU works say anything.
 
 Pure functions: role node_metrics' exporter runs the query every interval, keeps the last readings
 under load and publishes the verdict; status and the alert rules read it from there.
