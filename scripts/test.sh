@@ -18,7 +18,8 @@
 #   molecule-sim  (after the lanes) the scenarios that need the simulation: its cluster (ray_cluster, vllm_serve, watchdog; the
 #                 e2e stage runs the same roles on the same cluster through deploy-m27.yml) or its
 #                 serving image (link_check: both ranks on this machine's Docker)
-#   core-next     (after the lanes) the unit suite on the newest supported ansible-core under Python 3.12
+#   core-next     (after the lanes) the newest supported ansible-core under Python 3.12: unit, sanity, the
+#                 firewall scenario and the first deploy on the simulated cluster
 #   e2e cases marked `full` (pytest.ini): link and registry faults that a role run alone shows,
 #                 the 3-Spark cluster (deploy TP=3, test_5_deploy_tp3.py: about 600 s), the reset
 #                 (test_4d_reset.py), and the upgrade that serves with the rollback on request
@@ -62,7 +63,7 @@ if [ "$needs_docker" = 1 ]; then
   # The simulation's images and model (tests/sim/README.md) build while the stages before e2e
   # run: on a machine that never built them that is ten minutes or more, mostly downloads and
   # image layers, which overlap the checks; where they are built it takes seconds.
-  if [[ " ${stages[*]} " == *" e2e "* || " ${stages[*]} " == *" molecule-sim "* ]]; then
+  if [[ " ${stages[*]} " == *" e2e "* || " ${stages[*]} " == *" molecule-sim "* || " ${stages[*]} " == *" core-next "* ]]; then
     mkdir -p tests/output
     rm -f tests/output/sim-images.rc
     (rc=0; .venv/bin/python tests/sim/cluster.py images >tests/output/sim-images.log 2>&1 || rc=$?
@@ -108,7 +109,10 @@ PY
   dest=$root/ansible_collections/gb10/serving
   mkdir -p "$dest"
   git ls-files -z | tar --null -T - -cf - | tar -C "$dest" -xf -
-  (cd "$dest" && git init -q && git add -A && ansible-test sanity --venv --python 3.11 --requirements --color no) || rc=$?
+  # The Python of the ansible-test that runs (the default lanes' 3.11, core-next's 3.12).
+  local python_version
+  python_version=$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  (cd "$dest" && git init -q && git add -A && ansible-test sanity --venv --python "$python_version" --requirements --color no) || rc=$?
   rm -rf "$root"
   return "$rc"
 }
@@ -153,10 +157,12 @@ run_molecule() {
     fi' _ {}
 }
 
-# The unit suite on the newest ansible-core the collection supports (meta/runtime.yml: 2.20, which
-# needs Python 3.12, what a DGX OS 7 controller installs), in a virtualenv of its own from
-# tests/requirements-core-next.txt; the collection linked as the default lanes link it. About 8
-# minutes on 2 cores. In `full` only.
+# The newest ansible-core the collection supports (meta/runtime.yml: 2.20, which needs Python 3.12,
+# what a DGX OS 7 controller installs), in a virtualenv of its own from
+# tests/requirements-core-next.txt, the collection linked as the default lanes link it: the unit
+# suite, sanity, one molecule scenario (firewall: nftables, a boot unit, community.general) and the
+# first deploy on the simulated cluster (test_2_deploy's first case). In `full` only, after the
+# lanes (the simulated cluster is free then).
 run_core-next() {
   local py cache key venv
   # The first Python 3.12 that runs: on the PATH, or a pyenv version that is not the global one.
@@ -176,6 +182,11 @@ run_core-next() {
   fi
   "$venv/bin/python" -c 'import sys, ansible.release as r; print("ansible-core", r.__version__, "on Python", sys.version.split()[0])'
   PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q tests/unit
+  PATH="$venv/bin:$PATH" run_sanity
+  PATH="$venv/bin:$PATH" "$venv/bin/molecule" test -s firewall
+  wait_sim_images
+  PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -x \
+    tests/e2e/test_2_deploy.py::test_the_run_ends_with_the_endpoint_and_the_answer_it_received
 }
 
 run_molecule-sim() {
