@@ -6,8 +6,9 @@ command that serves again when nothing does.
 
 Every node's figures come from its own exporter (role node_metrics, rule O6): the unified memory as
 module unified_memory splits it (the engine's hold, the page cache, what is free, the leak
-verdict, H4), the GPU's clock under load (H12), the link's last measurement (N5) and, on the head, the watchdog's state (O4). The
-head's engine is asked the way the deploy asks it (role vllm_serve, entry point probe, O2).
+verdict, H4), the GPU's clock under load (H12), the link's last measurement (N5) and, on the
+head, the watchdog's state (O4). The head's engine is asked the way the deploy asks it (role
+vllm_serve, entry point probe, O2).
 Nothing here reads a secret: a client key is shown as the first 12 hex digits of its SHA-256.
 """
 
