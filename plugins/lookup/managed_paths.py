@@ -40,7 +40,6 @@ _raw:
 import os
 
 from ansible.errors import AnsibleError
-from ansible.module_utils.six import string_types
 from ansible.plugins.lookup import LookupBase
 
 try:
@@ -67,7 +66,7 @@ def declared_paths(roles_dir=ROLES):
             continue
         paths = data[key]
         bad = [item for item in (paths if isinstance(paths, list) else [paths])
-               if not isinstance(item, string_types) or not item.startswith('/') or '{' in item]
+               if not isinstance(item, str) or not item.startswith('/') or '{' in item]
         if not isinstance(paths, list) or bad:
             raise AnsibleError('%s: %s must be a list of absolute paths, literal (no templating); it holds %r. '
                                'Fix: list the folders and files the role writes on a node.' % (path, key, bad or paths))
