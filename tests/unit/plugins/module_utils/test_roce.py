@@ -378,7 +378,10 @@ def test_sockets_on_purpose_do_not_judge_the_roce_ports(fixture_path):
     ports, addresses, netdevs = direct_pair(fixture_path)
     down = [p for p in ports if p['device'] == 'roceP2p1s0f1'][0]
     down.update(active=False, state='1: DOWN')
-    assert plan(ports, addresses, netdevs, '192.168.100.10', 'socket')['problems'] == []
+    import json
+    socket = json.loads('"socket"')  # as the module receives it: equal to the name, not the same object
+    assert plan(ports, addresses, netdevs, '192.168.100.10', socket)['problems'] == []
+    assert not [p for p in facts(fixture_path, 'roce-down/spark2', '192.168.100.20', socket)['problems'] if 'RoCE' in p]
     roce = plan(ports, addresses, netdevs, '192.168.100.10', 'roce')['problems']
     assert [p for p in roce if p.startswith('enP2p1s0f1np1 (RoCE port roceP2p1s0f1/1) holds 192.168.100.11/')], roce
 
