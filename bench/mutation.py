@@ -11,14 +11,16 @@ import it or a plugin built on it (a filter, a module), and counts the changes n
 
 cosmic-ray mutates the files in place and puts each back; run it on a checkout nobody else is
 testing, and after stopping it by hand put back the one mutant it was testing (`git checkout` the
-file). Each module's session is kept under tests/output/bench/mutation/ (re-running goes on where it
-stopped; delete the session to score again after new tests). Not in CI: a module takes minutes, all
+file; the command refuses to start while the file differs from git). Each module's session is kept
+under tests/output/bench/mutation/, named after the module's and its tests' content: re-running goes
+on where it stopped, and changed code or tests score afresh. Not in CI: a module takes minutes, all
 of them hours on 2 cores. `--functions Watchdog.recover` mutates only those functions' lines
 (cosmic-ray's own line filter, `cr-filter-lines`): the decisions a unit suite owns, where the rest
 of a program is I/O that the e2e cases run.
 """
 import ast
 import glob
+import hashlib
 import json
 import os
 import re
@@ -88,12 +90,24 @@ def run_module(name, binary, timeout_s, functions=None):
     if not tests:
         return {'module': name, 'error': 'no unit test imports it'}
     os.makedirs(OUT, exist_ok=True)
-    stem = name + ('-' + '-'.join(functions) if functions else '')
+    module_path = os.path.relpath(path, TOP)
+    # cosmic-ray mutates the file in place: one left behind by a run stopped by hand would be every
+    # mutant's baseline (and fail the tests it did not break).
+    left = subprocess.run(['git', 'diff', '--quiet', '--', module_path], cwd=TOP, check=False)
+    if left.returncode:
+        return {'module': name, 'error': '%s differs from git (a mutant of a stopped run?): git checkout -- %s, '
+                                         'then run again' % (module_path, module_path)}
+    # A session goes on where it stopped only for the same module and tests: changed code or tests
+    # score afresh, never on a stopped run's results.
+    digest = hashlib.sha256()
+    for source in [path] + sorted(tests):
+        with open(source, 'rb') as handle:
+            digest.update(handle.read())
+    stem = name + ('-' + '-'.join(functions) if functions else '') + '-' + digest.hexdigest()[:12]
     config = os.path.join(OUT, stem + '.toml')
     session = os.path.join(OUT, stem + '.sqlite')
     test_command = ' '.join([sys.executable, '-m', 'pytest', '-x', '-q', '-p', 'no:cacheprovider']
                             + [os.path.relpath(t, TOP) for t in tests])
-    module_path = os.path.relpath(path, TOP)
     with open(config, 'w') as handle:
         handle.write('[cosmic-ray]\nmodule-path = "%s"\ntimeout = %.1f\nexcluded-modules = []\n'
                      'test-command = "%s"\n\n[cosmic-ray.distributor]\nname = "local"\n'
