@@ -346,6 +346,9 @@ def test_a_cluster_address_on_the_loopback_device_is_refused_whatever_the_addres
     addresses['lo'].append(ipaddress.IPv4Interface('10.99.0.1/32'))
     assert any('the cluster address 10.99.0.1 is on loopback' in p
                for p in plan(ports, addresses, netdevs, '10.99.0.1', 'socket')['problems'])
+    # A device whose name sorts after lo is no loopback.
+    addresses['wlP9s9'].append(ipaddress.IPv4Interface('10.77.0.1/24'))
+    assert not [p for p in plan(ports, addresses, netdevs, '10.77.0.1', 'socket')['problems'] if 'loopback' in p]
 
 
 def test_a_node_without_any_address_says_so_in_the_refusal(fixture_path):
@@ -410,7 +413,8 @@ def test_a_twin_with_a_second_address_keeps_the_gid_of_its_first(fixture_path):
     ports, addresses, netdevs = direct_pair(fixture_path)
     twin = [p for p in ports if p['device'] == 'rocep1s0f1'][0]
     twin['gids'] += [dict(gid, index=gid['index'] + 4, ipv4='192.168.100.99') for gid in twin['gids'] if gid['ipv4']]
-    assert plan(ports, addresses, netdevs, '192.168.100.10', 'roce')['gid_index'] == 3
+    result = plan(ports, addresses, netdevs, '192.168.100.10', 'roce')
+    assert result['gid_index'] == 3 and result['problems'] == [], result
 
 
 def test_a_ring_node_has_its_four_cable_halves_or_a_pairs_two(fixture_path):
