@@ -40,6 +40,10 @@ def test_reset_gives_every_node_back_as_it_came_and_a_deploy_serves_again(servin
         pytest.fail("no reading of the hosts as they came (%s): the cluster was not made by this run of the tests" % FRESH_NODES)
     with open(FRESH_NODES) as f:
         fresh = json.load(f)
+    # What a registry pull leaves on the source node: serving_image logs Docker in and out as root,
+    # and `docker logout` keeps the client's config file with its auths emptied. It goes with the reset too.
+    on_host(sim_cluster.head, "sh", "-c", "mkdir -p -m 700 /root/.docker && printf '{\"auths\": {}}\\n' > /root/.docker/config.json "
+            "&& chmod 600 /root/.docker/config.json")
     result = run_playbook(RESET, sim_cluster.inventory, timeout=1800,
                           extravars={"gb10_reset_confirm": sim_cluster.head})
     assert_succeeded(result, sim_cluster.hosts)
