@@ -85,8 +85,19 @@ def test_every_role_depends_on_the_cluster_role():
     assert missing == []
 
 
+def _cluster_set_facts():
+    # The facts the base role's tasks resolve once per run (the launch's profile: tasks/launch.yml).
+    names = set()
+    for path in glob.glob(os.path.join(CLUSTER, 'tasks', '*.yml')):
+        with open(path) as f:
+            for task in _walk(yaml.safe_load(f)):
+                names.update((task.get('ansible.builtin.set_fact') or {}).keys())
+    return names
+
+
 def test_every_cluster_wide_name_a_role_reads_is_defined_in_the_cluster_role():
-    facts = _cluster_defaults()
+    facts = set(_cluster_defaults()) | _cluster_set_facts()
+    assert 'gb10_deploy_profile' in facts
     read = set()
     for path in _files('roles/*/defaults/main.yml'):
         for unused_number, line in _code_lines(path):

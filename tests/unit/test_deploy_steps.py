@@ -66,6 +66,10 @@ def test_the_steps_a_converged_cluster_skips_end_before_their_first_task():
             assert first.get('when') == 'gb10_deploy_converged', (step, play['name'])
 
 
+# Roles whose defaults read the resolved profile (gb10_deploy_profile): including one uses it.
+ENGINE_ROLES = ('gb10.serving.vllm_serve', 'gb10.serving.ray_cluster')
+
+
 def test_every_step_that_reads_the_profile_resolves_the_context_first():
     # Run alone, a step has no earlier play: the first of its plays that uses the profile must
     # include the context before it does (later plays of the same run keep the host facts).
@@ -76,7 +80,8 @@ def test_every_step_that_reads_the_profile_resolves_the_context_first():
                 text = yaml.safe_dump(task)
                 if task.get('ansible.builtin.import_role') == CONTEXT:
                     resolved = True
-                elif 'gb10_deploy_profile' in text and 'gb10_deploy_profile is not defined' not in text:
+                elif (('gb10_deploy_profile' in text and 'gb10_deploy_profile is not defined' not in text)
+                      or (task.get('ansible.builtin.include_role') or {}).get('name') in ENGINE_ROLES):
                     assert resolved, '%s: %r uses the profile before the context' % (step, task.get('name'))
             for role in play.get('roles') or []:
                 assert resolved or 'gb10_deploy_profile' not in yaml.safe_dump(role), (step, role)
@@ -96,14 +101,18 @@ def test_the_profile_is_looked_up_in_one_place():
     assert users == ['launch.yml'], users
 
 
-def test_every_role_that_takes_a_profile_gets_the_resolved_one():
-    # A role that can look its profile up by name (preflight) or needs it (vllm_serve, ray_cluster)
-    # gets the run's resolved profile from the playbooks, not a second lookup.
-    takes = {'gb10.serving.preflight': 'preflight_profile', 'gb10.serving.vllm_serve': 'vllm_serve_profile',
-             'gb10.serving.ray_cluster': 'ray_cluster_profile'}
-    seen = []
-    for path in (glob.glob(os.path.join(PLAYBOOKS, '*.yml')) + glob.glob(os.path.join(PLAYBOOKS, 'steps', '*.yml'))
-                 + glob.glob(os.path.join(PLAYBOOKS, 'steps', 'tasks', '*.yml'))):
+def test_the_engine_roles_read_the_resolved_profile_and_no_playbook_hands_it_on():
+    # The engine's roles (vllm_serve, ray_cluster) read the launch's profile where the base role
+    # resolved it (gb10_deploy_profile), as they read the head's address: a playbook that handed
+    # them another would launch one profile and check or record another. preflight, which can look
+    # a profile up by name, gets the resolved one from its step.
+    roles = os.path.join(os.path.dirname(PLAYBOOKS), 'roles')
+    for role in ('vllm_serve', 'ray_cluster'):
+        with open(os.path.join(roles, role, 'defaults', 'main.yml')) as f:
+            assert yaml.safe_load(f)[role + '_profile'] == '{{ gb10_deploy_profile }}', role
+    handed = []
+    preflight = []
+    for path in glob.glob(os.path.join(PLAYBOOKS, '**', '*.yml'), recursive=True):
         with open(path) as f:
             plays = yaml.safe_load(f) or []
         # A task file of steps/tasks/ is a list of tasks; a playbook, a list of plays.
@@ -115,12 +124,14 @@ def test_every_role_that_takes_a_profile_gets_the_resolved_one():
                 for section in ('block', 'rescue', 'always'):
                     tasks.extend(task.get(section) or [])
                 include = task.get('ansible.builtin.include_role') or {}
-                if include.get('name') in takes and include.get('tasks_from') in (None, 'main'):
-                    seen.append((os.path.basename(path), include['name']))
-                    given = str((task.get('vars') or {}).get(takes[include['name']], ''))
-                    assert 'gb10_deploy_profile' in given, (path, include['name'], given)
-    assert {('02_preflight.yml', 'gb10.serving.preflight'), ('start_engine.yml', 'gb10.serving.ray_cluster'),
-            ('start_engine.yml', 'gb10.serving.vllm_serve')} <= set(seen), seen
+                given = task.get('vars') or {}
+                # teardown.yml's removal of the engine-rank program resolves no launch: it says so ({}).
+                handed += [(os.path.relpath(path, PLAYBOOKS), name) for name in ('vllm_serve_profile', 'ray_cluster_profile')
+                           if given.get(name) not in (None, {})]
+                if include.get('name') == 'gb10.serving.preflight':
+                    preflight.append((os.path.basename(path), str(given.get('preflight_profile', ''))))
+    assert handed == [], handed
+    assert preflight and all('gb10_deploy_profile' in given for unused, given in preflight), preflight
 
 
 def test_launch_alone_refuses_a_weak_key_before_contacting_any_host(tmp_path):

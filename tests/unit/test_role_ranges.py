@@ -31,7 +31,8 @@ PROFILE = os.path.join(TOP, 'profiles', 'minimax-m27-nvfp4.yml')
 # range check).
 REQUIRED = {
     'vllm_serve': lambda: {'vllm_serve_profile': yaml.safe_load(open(PROFILE))},
-    'ray_cluster': lambda: {'ray_cluster_image': 'vllm/vllm-openai:v0.17.0'},
+    # Run alone (no base role's launch resolved), the engine's roles are given a profile.
+    'ray_cluster': lambda: {'ray_cluster_profile': yaml.safe_load(open(PROFILE))},
     'model_sync': lambda: {'model_sync_path': '/srv/models/none'},
     'leak_recovery': dict,
     'serving_image': lambda: {'serving_image_name': 'vllm/vllm-openai:v0.17.0'},
