@@ -17,9 +17,9 @@
          30 s or less on 2 nodes); it must pass.
   warm   playbooks/teardown.yml (removes the engine and the Ray containers, drops the page cache;
          keeps the image, the model on every node and model_sync's verified marks), then deploy:
-         a relaunch in new containers, with the compile caches that ray_cluster keeps on every node
-         (ray_cluster_cache_dir) as the run before left them.
-  warm, caches emptied   the same teardown, then every node's ray_cluster_cache_dir emptied, then
+         a relaunch in new containers, with the compile caches that serving_containers keeps on every node
+         (serving_containers_cache_dir) as the run before left them.
+  warm, caches emptied   the same teardown, then every node's serving_containers_cache_dir emptied, then
          deploy: what the kept caches are worth (V7 reports ~25 min cold, ~4 min warm
          on a Spark).
 
@@ -128,9 +128,9 @@ def image_copy(row):
 
 
 def cache_dir():
-    """ray_cluster_cache_dir as the role defines it (the simulation does not override it)."""
-    with open(os.path.join(TOP, 'roles', 'ray_cluster', 'defaults', 'main.yml')) as handle:
-        return yaml.safe_load(handle)['ray_cluster_cache_dir']
+    """serving_containers_cache_dir as the role defines it (the simulation does not override it)."""
+    with open(os.path.join(TOP, 'roles', 'serving_containers', 'defaults', 'main.yml')) as handle:
+        return yaml.safe_load(handle)['serving_containers_cache_dir']
 
 
 def empty_caches(hosts):

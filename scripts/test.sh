@@ -15,7 +15,7 @@
 #             2-Spark cluster (deploy TP=2, re-run, drift, recover, exposure, faults, watchdog),
 #             then teardown
 # Slower, not in the default run (the budget: 45 minutes on 2 cores where the images are built, 75 where they are not, CI's hard limit 90):
-#   molecule-sim  (after the lanes) the scenarios that need the simulation: its cluster (ray_cluster, vllm_serve, watchdog; the
+#   molecule-sim  (after the lanes) the scenarios that need the simulation: its cluster (serving_containers, vllm_serve, watchdog; the
 #                 e2e stage runs the same roles on the same cluster through deploy-m27.yml) or its
 #                 serving image (link_check: both ranks on this machine's Docker)
 #   core-next     (after the lanes) the newest supported ansible-core under Python 3.12: unit, sanity and the
@@ -43,7 +43,7 @@ if [ "${stages[*]}" = full ]; then
 fi
 # Scenarios that need the simulation (tests/sim): its cluster as their hosts, or its 4 GB serving
 # image (link_check), not test hosts of their own.
-sim_scenarios=(ray_cluster vllm_serve watchdog link_check)
+sim_scenarios=(serving_containers vllm_serve watchdog link_check)
 
 scripts/setup.sh
 export PATH="$top/.venv/bin:$PATH"

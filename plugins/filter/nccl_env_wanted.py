@@ -31,10 +31,10 @@ options:
 EXAMPLES = r'''
 - name: Compare the Ray containers with the env the deploy writes
   ansible.builtin.include_role:
-    name: gb10.serving.ray_cluster
+    name: gb10.serving.serving_containers
   vars:
-    ray_cluster_env_file: ""
-    ray_cluster_env: "{{ nccl_env_file | gb10.serving.nccl_env_wanted }}"
+    serving_containers_env_file: ""
+    serving_containers_env: "{{ nccl_env_file | gb10.serving.nccl_env_wanted }}"
 '''
 
 RETURN = r'''

@@ -368,12 +368,12 @@ def test_ray_sees_two_nodes_with_one_gpu_each(sim_cluster, deployed):
                   "print(json.dumps([{'alive': n['Alive'], 'ip': n['NodeManagerAddress'], "
                   "'gpus': n['Resources'].get('GPU', 0)} for n in ray.nodes()]))")
     nodes = [n for n in json.loads(out.strip().splitlines()[-1]) if n["alive"]]
-    # Every node registered with its cluster link address (ray_cluster_node_ip), not its management one.
+    # Every node registered with its cluster link address (serving_containers_node_ip), not its management one.
     assert sorted(n["ip"] for n in nodes) == sorted(sim_cluster.cluster_ips.values())
     assert [n["gpus"] for n in nodes] == [1.0] * len(sim_cluster.hosts)
 
 
-TOKEN_FILE = "/etc/gb10/ray-auth/token"  # ray_cluster_auth_token_file's default
+TOKEN_FILE = "/etc/gb10/ray-auth/token"  # serving_containers_auth_token_file's default
 
 
 @pytest.mark.rule("A3")
@@ -426,7 +426,7 @@ def test_the_compile_caches_live_on_the_node_across_container_recreation(sim_clu
     # built for the smoke test's first request went to inductor's (not the container's /tmp). The
     # folders are this image's and this model's: another model's code writes elsewhere.
     image_id = on_host(sim_cluster.head, "docker", "image", "inspect", "--format", "{{.Id}}", sim_cluster.image_name)
-    cache = "/var/lib/gb10-serving/compile-cache/%s/%s-%s" % (  # ray_cluster_cache_dir, then image and model
+    cache = "/var/lib/gb10-serving/compile-cache/%s/%s-%s" % (  # serving_containers_cache_dir, then image and model
         image_id.strip().replace("sha256:", "")[:12], os.path.basename(sim_cluster.model_path),
         hashlib.sha1(sim_cluster.model_path.encode()).hexdigest()[:8])
     for host in sim_cluster.hosts:

@@ -118,7 +118,7 @@ def test_the_installed_collection_writes_back_a_hand_edit_and_changes_nothing_el
     # Every step ran: host prep's and Ray's roles among them.
     roles = {t["task"]["path"].split("/roles/")[1].split("/")[0] for p in run["plays"] for t in p["tasks"]
              if "/roles/" in t["task"]["path"]}
-    assert {"nvidia_driver", "ray_cluster", "node_metrics"} <= roles, roles
+    assert {"nvidia_driver", "serving_containers", "node_metrics"} <= roles, roles
     # The serving engine holds the link: it is not measured again, and the summary says so; the
     # kept engine still answered its (short) smoke request.
     summary = " ".join(next(t["hosts"][sim_cluster.head]["msg"] for p in run["plays"] for t in p["tasks"]

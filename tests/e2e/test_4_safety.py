@@ -194,7 +194,7 @@ def test_only_ssh_and_the_gateway_answer_a_machine_outside_the_cluster_over_ipv4
 
 def test_the_ray_dashboard_does_not_answer_even_a_cluster_member(sim_cluster, serving):
     # From the worker's cluster address to the head's, which the firewall lets through: nothing
-    # listens there (ray_cluster starts Ray without its dashboard).
+    # listens there (serving_containers starts Ray without its dashboard).
     worker = sim_cluster.hosts[1]
     out = on_host(worker, "python3", "-c",
                   "import socket\n"
@@ -827,7 +827,7 @@ def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_co
     assert_succeeded(result, sim_cluster.hosts)
     stop = engine_stops(result)
     assert stop and set(stop.values()) <= {"stopped", "killed", "none"}, stop
-    # Both Ray containers carry ray_cluster's role label (ray-head, ray-worker).
+    # Both Ray containers carry serving_containers's role label (ray-head, ray-worker).
     for host in sim_cluster.hosts:
         assert on_host(host, "docker", "ps", "-aq", "--filter", "label=gb10.serving/role").strip() == "", host
     assert leaks(sim_cluster.hosts) == leaks_before
@@ -865,7 +865,7 @@ def test_a_launch_whose_containers_cannot_reach_the_rdma_devices_is_refused_nami
     # After the teardown above nothing serves, so the containers are made anew without them.
     head = sim_cluster.head
     result = run_playbook(LAUNCH, sim_cluster.inventory, timeout=1800,
-                          extravars={"gb10_profile": PROFILE, "ray_cluster_rdma": {}})
+                          extravars={"gb10_profile": PROFILE, "serving_containers_rdma": {}})
 
     assert result.status == "failed", result
     message = dict(((h, t), m) for h, t, m in result.failures())[(head, LOGS_TASK)]
@@ -936,7 +936,7 @@ def outer_veth(host, port):
 
 ROCE_TASK = "Detect RoCE devices, GID index and the data path from sysfs (N1, N5, N6)"
 PORTS_CHECK = "The cluster link's RoCE ports, every twin ACTIVE (N5)"  # nccl_env's drift entry
-RAY_CHECK = "Ray container present, running and configured as deployed (R2)"  # ray_cluster's
+RAY_CHECK = "Ray container present, running and configured as deployed (R2)"  # serving_containers's
 
 
 # `full` (the test budget): a twin that keeps its address without an ACTIVE RoCE port is refused by

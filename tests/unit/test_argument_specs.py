@@ -94,8 +94,8 @@ def test_literal_defaults_pass_their_spec(role):
     ('container_runtime', 'container_runtime_log_driver', 'none',
      'value of container_runtime_log_driver must be one of: json-file, local, journald, got: none'),
     ('container_runtime', 'container_runtime_restart_policy', 'sometimes', 'container_runtime_restart_policy must be one of'),
-    ('ray_cluster', 'ray_cluster_object_store_memory_bytes', '2GB',
-     "argument 'ray_cluster_object_store_memory_bytes' is of type str and we were unable to convert to int"),
+    ('serving_containers', 'serving_containers_object_store_memory_bytes', '2GB',
+     "argument 'serving_containers_object_store_memory_bytes' is of type str and we were unable to convert to int"),
     ('firewall', 'firewall_api_sources', {'any': True}, "argument 'firewall_api_sources' is of type dict"),
 ])
 def test_bad_values_are_refused_with_the_variable_named(role, name, value, fragment):

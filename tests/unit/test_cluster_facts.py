@@ -140,7 +140,7 @@ RUNTIME_STATE = {
     'modprobe_override_kept_record': "CUDA's view recorded beside a kept override",
     'node_metrics_textfile_root': 'the metrics every role writes for the exporter',
     'leak_recovery_reboot_on_ask_log': "the gate's leak reboot requests",
-    'ray_cluster_cache_dir': "the engine's compile cache",
+    'serving_containers_cache_dir': "the engine's compile cache",
     'serving_image_build_dir': 'a build context, only where an image is built',
     'triton_ptxas_source': "a path inside the serving container, not on the node",
     'watchdog_dir': "the watchdog's state and incidents",

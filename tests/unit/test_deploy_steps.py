@@ -66,8 +66,18 @@ def test_the_steps_a_converged_cluster_skips_end_before_their_first_task():
             assert first.get('when') == 'gb10_deploy_converged', (step, play['name'])
 
 
-# Roles whose defaults read the resolved profile (gb10_deploy_profile): including one uses it.
-ENGINE_ROLES = ('gb10.serving.vllm_serve', 'gb10.serving.ray_cluster')
+# Roles whose defaults read the resolved profile (gb10_deploy_profile): including an entry point of
+# one whose argument spec takes the profile uses it.
+ENGINE_ROLES = ('gb10.serving.vllm_serve', 'gb10.serving.serving_containers')
+
+
+def _reads_the_profile(include):
+    if include.get('name') not in ENGINE_ROLES:
+        return False
+    role = include['name'].split('.')[-1]
+    with open(os.path.join(TOP, 'roles', role, 'meta', 'argument_specs.yml')) as f:
+        entry = yaml.safe_load(f)['argument_specs'][include.get('tasks_from') or 'main']
+    return role + '_profile' in (entry.get('options') or {})
 
 
 def test_every_step_that_reads_the_profile_resolves_the_context_first():
@@ -81,7 +91,7 @@ def test_every_step_that_reads_the_profile_resolves_the_context_first():
                 if task.get('ansible.builtin.import_role') == CONTEXT:
                     resolved = True
                 elif (('gb10_deploy_profile' in text and 'gb10_deploy_profile is not defined' not in text)
-                      or (task.get('ansible.builtin.include_role') or {}).get('name') in ENGINE_ROLES):
+                      or _reads_the_profile(task.get('ansible.builtin.include_role') or {})):
                     assert resolved, '%s: %r uses the profile before the context' % (step, task.get('name'))
             for role in play.get('roles') or []:
                 assert resolved or 'gb10_deploy_profile' not in yaml.safe_dump(role), (step, role)
@@ -102,12 +112,12 @@ def test_the_profile_is_looked_up_in_one_place():
 
 
 def test_the_engine_roles_read_the_resolved_profile_and_no_playbook_hands_it_on():
-    # The engine's roles (vllm_serve, ray_cluster) read the launch's profile where the base role
+    # The engine's roles (vllm_serve, serving_containers) read the launch's profile where the base role
     # resolved it (gb10_deploy_profile), as they read the head's address: a playbook that handed
     # them another would launch one profile and check or record another. preflight, which can look
     # a profile up by name, gets the resolved one from its step.
     roles = os.path.join(os.path.dirname(PLAYBOOKS), 'roles')
-    for role in ('vllm_serve', 'ray_cluster'):
+    for role in ('vllm_serve', 'serving_containers'):
         with open(os.path.join(roles, role, 'defaults', 'main.yml')) as f:
             assert yaml.safe_load(f)[role + '_profile'] == '{{ gb10_deploy_profile }}', role
     handed = []
@@ -126,7 +136,7 @@ def test_the_engine_roles_read_the_resolved_profile_and_no_playbook_hands_it_on(
                 include = task.get('ansible.builtin.include_role') or {}
                 given = task.get('vars') or {}
                 # teardown.yml's removal of the engine-rank program resolves no launch: it says so ({}).
-                handed += [(os.path.relpath(path, PLAYBOOKS), name) for name in ('vllm_serve_profile', 'ray_cluster_profile')
+                handed += [(os.path.relpath(path, PLAYBOOKS), name) for name in ('vllm_serve_profile', 'serving_containers_profile')
                            if given.get(name) not in (None, {})]
                 if include.get('name') == 'gb10.serving.preflight':
                     preflight.append((os.path.basename(path), str(given.get('preflight_profile', ''))))
@@ -151,4 +161,27 @@ def test_launch_alone_refuses_a_weak_key_before_contacting_any_host(tmp_path):
     failed = [e['event_data'] for e in runner.events if e.get('event') == 'runner_on_failed']
     assert [d['task'] for d in failed] == ['Refuse a key that is too short or too simple'], failed
     assert 'host spark1: gb10_api_key (api_key_value) is too weak' in failed[0]['res']['msg']
+    assert not [e for e in runner.events if e.get('event') == 'runner_on_unreachable']
+
+
+def test_a_setting_under_the_renamed_roles_old_name_is_refused_before_any_node_is_read(tmp_path):
+    # ray_cluster became serving_containers: its old settings would count for nothing, even on a
+    # converged cluster, so the deploy's first play refuses one with the name that replaces it.
+    inventory = tmp_path / 'hosts.ini'
+    inventory.write_text('[gb10_cluster]\nspark1 ansible_host=127.0.0.1 ansible_port=1 '
+                         'ansible_python_interpreter=/usr/bin/python3 gb10_cluster_ip=10.0.0.1 '
+                         'ray_cluster_dashboard=true\n')
+    (tmp_path / 'runner').mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(tmp_path / 'runner'), playbook=os.path.join(PLAYBOOKS, 'deploy-m27.yml'),
+        inventory=str(inventory), quiet=True, timeout=300,
+        extravars={'api_key_file': str(tmp_path / 'keys' / 'spark1.api-key')},
+        envvars={'ANSIBLE_COLLECTIONS_PATH': os.path.join(TOP, '.collections'), 'ANSIBLE_NOCOLOR': '1',
+                 'PATH': os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')})
+
+    assert runner.status == 'failed'
+    failed = [e['event_data'] for e in runner.events if e.get('event') == 'runner_on_failed']
+    assert [d['task'] for d in failed] == ["Refuse settings under the role's old name (ray_cluster_*)"], failed
+    msg = failed[0]['res']['msg']
+    assert 'host spark1: ray_cluster_dashboard is set' in msg and 'serving_containers_dashboard' in msg, msg
     assert not [e for e in runner.events if e.get('event') == 'runner_on_unreachable']

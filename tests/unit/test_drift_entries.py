@@ -45,7 +45,7 @@ def tasks_of(play):
 def test_every_role_with_a_drift_entry_point_documents_it():
     roles = drift_roles()
     assert {'nvidia_driver', 'modprobe_override', 'leak_recovery', 'cluster_link', 'nccl_env', 'serving_image',
-            'model_sync', 'ray_cluster', 'vllm_serve'} <= set(roles), roles
+            'model_sync', 'serving_containers', 'vllm_serve'} <= set(roles), roles
     for role in roles:
         spec = load(os.path.join(ROLES, role, 'meta', 'argument_specs.yml'))['argument_specs']
         assert 'drift' in spec, role

@@ -1,6 +1,6 @@
 """Numeric settings out of range are refused by a role's first task, before it changes anything
 . argument_specs.yml gives types and choices but cannot say "a port is 1..65535", so
-vllm_serve, ray_cluster, model_sync, leak_recovery and serving_image open with a range check that names the
+vllm_serve, serving_containers, model_sync, leak_recovery and serving_image open with a range check that names the
 host, the variable, the range and the fix.
 
 Each case runs the role for real through ansible-runner and reads the failure from the run's
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.rule("H6")
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RANGE_TASKS = {
     'vllm_serve': 'Refuse ports and timeouts out of range before anything starts',
-    'ray_cluster': 'Refuse ports, counts and timeouts out of range before any container starts',
+    'serving_containers': 'Refuse ports, counts and timeouts out of range before any container starts',
     'model_sync': 'Refuse a port or stream count out of range before anything is copied',
     'leak_recovery': 'Refuse thresholds and timeouts out of range before any container stops',
     'serving_image': 'Refuse numbers out of range before anything changes',
@@ -32,7 +32,7 @@ PROFILE = os.path.join(TOP, 'profiles', 'minimax-m27-nvfp4.yml')
 REQUIRED = {
     'vllm_serve': lambda: {'vllm_serve_profile': yaml.safe_load(open(PROFILE))},
     # Run alone (no base role's launch resolved), the engine's roles are given a profile.
-    'ray_cluster': lambda: {'ray_cluster_profile': yaml.safe_load(open(PROFILE))},
+    'serving_containers': lambda: {'serving_containers_profile': yaml.safe_load(open(PROFILE))},
     'model_sync': lambda: {'model_sync_path': '/srv/models/none'},
     'leak_recovery': dict,
     'serving_image': lambda: {'serving_image_name': 'vllm/vllm-openai:v0.17.0'},
@@ -42,11 +42,11 @@ CASES = [
     ('vllm_serve', 'vllm_serve_port', 70000, '1..65535'),
     ('vllm_serve', 'vllm_serve_poll_s', 0, '1..vllm_serve_readiness_timeout_s'),
     ('vllm_serve', 'vllm_serve_placement_wait_s', 0, '1 or more'),
-    ('ray_cluster', 'ray_cluster_port', 0, '1..65535'),
-    ('ray_cluster', 'ray_cluster_num_gpus', 0, '1..8'),
-    ('ray_cluster', 'ray_cluster_wait_timeout_s', -5, '1 or more'),
-    ('ray_cluster', 'ray_cluster_poll_s', 0, '1 or more'),
-    ('ray_cluster', 'ray_cluster_gpus', 'sometimes', 'auto, true or false'),
+    ('serving_containers', 'serving_containers_port', 0, '1..65535'),
+    ('serving_containers', 'serving_containers_num_gpus', 0, '1..8'),
+    ('serving_containers', 'serving_containers_wait_timeout_s', -5, '1 or more'),
+    ('serving_containers', 'serving_containers_poll_s', 0, '1 or more'),
+    ('serving_containers', 'serving_containers_gpus', 'sometimes', 'auto, true or false'),
     ('model_sync', 'model_sync_streams', 0, '1..32'),
     ('model_sync', 'model_sync_port', 65536, '1..65535'),
     ('leak_recovery', 'leak_recovery_leak_threshold_gib', 0, 'above 0'),

@@ -93,7 +93,7 @@ def test_lower_limits_where_docker_cannot_grant_them_are_checked_as_given():
 
 
 @pytest.mark.parametrize('role, tasks, rdma_var', [
-    ('ray_cluster', 'containers.yml', 'ray_cluster_rdma'),
+    ('serving_containers', 'containers.yml', 'serving_containers_rdma'),
     ('link_check', 'probe.yml', 'link_check_rdma'),
     ('sglang_serve', 'main.yml', 'sglang_serve_rdma'),
 ])

@@ -30,7 +30,7 @@ def test_the_names_are_the_ones_triton_derives_from_its_tool_names():
 
 
 def test_every_container_that_runs_triton_takes_the_variables_from_the_filter():
-    for path in ("roles/ray_cluster/vars/main.yml", "roles/sglang_serve/tasks/main.yml"):
+    for path in ("roles/serving_containers/vars/main.yml", "roles/sglang_serve/tasks/main.yml"):
         with open(os.path.join(TOP, path)) as f:
             text = f.read()
         assert "gb10.serving.triton_ptxas_env" in text, path

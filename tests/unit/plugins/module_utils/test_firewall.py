@@ -14,7 +14,7 @@ from ansible_collections.gb10.serving.plugins.module_utils.firewall import Firew
 pytestmark = pytest.mark.rule("A4")
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-# Ray's own fixed ports that ray_cluster does not set: dashboard, client server, dashboard agent.
+# Ray's own fixed ports that serving_containers does not set: dashboard, client server, dashboard agent.
 RAY_DEFAULT_PORTS = (8265, 10001, 52365)
 CLUSTER = ['172.30.211.11', '172.30.211.12']
 
@@ -59,8 +59,8 @@ def test_the_default_table_opens_ssh_the_gateway_and_the_metrics_port_only_and_d
 
 
 def test_no_port_ray_listens_on_faces_the_lan():
-    ray = defaults('ray_cluster')
-    ports = [ray['ray_cluster_port'], ray['ray_cluster_object_manager_port'], ray['ray_cluster_node_manager_port']]
+    ray = defaults('serving_containers')
+    ports = [ray['serving_containers_port'], ray['serving_containers_object_manager_port'], ray['serving_containers_node_manager_port']]
     ports += list(RAY_DEFAULT_PORTS)
     assert not set(int(p) for p in ports) & set(open_to_the_lan(default_table()))
 
