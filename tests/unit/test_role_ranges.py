@@ -80,8 +80,8 @@ def tasks_run(runner):
             and not e['event_data']['task'].startswith('Validating arguments against arg spec')]
 
 
-def failed_items(runner):
-    return [e['event_data']['res'] for e in runner.events if e.get('event') == 'runner_item_on_failed']
+def failures(runner):
+    return [e['event_data']['res'] for e in runner.events if e.get('event') == 'runner_on_failed']
 
 
 @pytest.mark.parametrize('role,var,value,expected', CASES, ids=['%s=%s' % (c[1], c[2]) for c in CASES])
@@ -94,7 +94,7 @@ def test_out_of_range_is_refused_by_the_first_task(tmp_path, role, var, value, e
     assert runner.status == 'failed', runner.stdout.read()
     # The range check is the only task that ran: nothing was changed before it.
     assert tasks_run(runner) == [RANGE_TASKS[role]], tasks_run(runner)
-    messages = [item['msg'] for item in failed_items(runner)]
+    messages = [res['msg'] for res in failures(runner)]
     assert len(messages) == 1, messages
     assert messages[0].startswith('host spark1: %s=%s is out of range, it must be ' % (var, value)), messages
     assert expected in messages[0] and 'Fix:' in messages[0], messages
