@@ -47,9 +47,9 @@ EXAMPLES = r'''
 RETURN = r'''
 _value:
   description: >-
-    One message per setting out of its range, naming the host, the variable, the range and the fix (for example
-    C(host spark1 - model_sync_port=0 is out of range, it must be 1..65535), with the colon after the host);
-    empty when all are in.
+    One message per setting out of its range, naming the host, the variable, the range and the fix, for example
+    C(host spark1: model_sync_port=0 is out of range, it must be 1..65535. Fix: set it within that range, or leave
+    it out to get the role's default.); empty when all are in.
   type: list
   elements: str
 '''
