@@ -8,12 +8,15 @@ endpoint. The re-run that must change nothing is the installed collection's
 (test_2a_installed_collection.py); drift on this cluster is test_2b_drift.py.
 """
 
+import functools
 import hashlib
+import http.server
 import json
 import os
 import re
 import ssl
 import subprocess
+import threading
 
 import openai
 import pytest
@@ -542,3 +545,52 @@ def test_the_benchmark_playbook_measures_the_endpoint_from_the_controller(servin
     assert "png: %s" % png in table, table
     with open(png, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_fields_own_benchmark_client_measures_the_endpoint_as_owners_run_it(serving, run_playbook, tmp_path):
+    # benchmark_tool=llama-benchy: the client owners' published tables come from (PyPI llama-benchy),
+    # run by the playbook from the controller through the front door with the client key and the
+    # cluster CA. Its prompts are cut from a book with the model's own tokenizer: here the tiny
+    # model's tokenizer.json, read from the head, and a text served on the controller's loopback
+    # (no hub, no Gutenberg from this machine); the tiny model cannot name Paris, so its coherence
+    # question is off.
+    sim_cluster = serving
+    tokenizer = tmp_path / "tokenizer"
+    tokenizer.mkdir()
+    (tokenizer / "tokenizer.json").write_text(on_host(sim_cluster.head, "cat", sim_cluster.model_path + "/tokenizer.json"))
+    book = tmp_path / "book"
+    book.mkdir()
+    with open(os.path.join(TOP, "COPYING")) as f:
+        (book / "book.txt").write_text(f.read())
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(book)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d/book.txt" % server.server_address[1]
+    # llama-benchy keeps each book it fetched under ~/.cache/llama-benchy, named after the URL's md5.
+    cached = os.path.join(os.path.expanduser("~"), ".cache", "llama-benchy", hashlib.md5(url.encode()).hexdigest() + ".txt")
+    try:
+        result = run_playbook("playbooks/benchmark.yml", sim_cluster.inventory, timeout=900, extravars={
+            "gb10_profile": "minimax-m27-nvfp4", "gb10_logs_dir": str(tmp_path / "logs"),
+            "benchmark_tool": "llama-benchy", "benchmark_tokenizer": str(tokenizer), "benchmark_book_url": url,
+            "benchmark_coherence": False, "benchmark_runs": 1,
+            "benchmark_prefill_tokens": 64, "benchmark_generate_tokens": 8, "benchmark_concurrency": [1, 2]})
+    finally:
+        server.shutdown()
+        if os.path.exists(cached):
+            os.remove(cached)
+
+    assert_succeeded(result, [sim_cluster.head])
+    lines = result.results_by_host(task="Show llama-benchy's figures as its tables give them")[sim_cluster.head]["msg"]
+    written = lines[-1].split("JSON: ", 1)[1]
+    assert written.startswith(str(tmp_path / "logs") + "/llama-benchy-minimax-m27-nvfp4-"), lines
+    with open(written) as f:
+        report = json.load(f)
+    # llama-benchy's own report: one run per concurrency, prefill and generation throughput measured.
+    assert report["max_concurrency"] == 2 and report["latency_mode"] == "api", report
+    runs = {run["concurrency"]: run for run in report["benchmarks"]}
+    assert sorted(runs) == [1, 2], report
+    for run in runs.values():
+        assert run["prompt_size"] == 64 and run["response_size"] == 8, run
+        assert run["tg_throughput"]["mean"] > 0 and run["pp_throughput"]["mean"] > 0, run
+    assert [line.split(" ", 1)[0] for line in lines[:-1]] == ["c1", "c2"], lines
+    assert all(" t/s, tg8 " in line for line in lines[:-1]), lines

@@ -150,9 +150,14 @@ def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_p
     # No role that prepares, links, copies or starts anything ran a task; the engine's smoke test did.
     # The API gateway's role only says where clients reach it (its endpoint facts, for the summary), the
     # firewall's what its table lets in (A4); the cluster role only defines and reads: its argument check
-    # and the run's context (the converged read and the client keys are the steps' own task files).
+    # and the run's context (the converged read and the client keys are the steps' own task files);
+    # the serving containers' role only refuses a setting under its old name (a converged run too).
     roles = {e["event_data"].get("role") for e in result.events if e.get("event") == "runner_on_start"}
-    assert roles - {None} == {"cluster", "api_key", "api_gateway", "vllm_serve", "firewall"}, roles
+    assert roles - {None} == {"cluster", "api_key", "api_gateway", "vllm_serve", "firewall", "serving_containers"}, roles
+    containers_tasks = {e["event_data"].get("task") for e in result.events
+                        if e.get("event") == "runner_on_start" and e["event_data"].get("role") == "serving_containers"
+                        and not e["event_data"].get("task", "").startswith("Validating arguments against arg spec")}
+    assert containers_tasks == {"Refuse settings under the role's old name (ray_cluster_*)"}, containers_tasks
     firewall_tasks = {e["event_data"].get("task") for e in result.events
                       if e.get("event") == "runner_on_start" and e["event_data"].get("role") == "firewall"
                       and not e["event_data"].get("task", "").startswith("Validating arguments against arg spec")}
