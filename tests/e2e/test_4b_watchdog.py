@@ -13,13 +13,14 @@
   scrapes every node's exporter (back with its node) and the engine (rule O6): the figures are the
   unified_memory module's, a leak planted on the worker shows on the worker alone, every series
   of the collection's Grafana dashboard has data, and it evaluates the cluster's alert rules with
-  none of the engine's, the memory's or the watchdog's firing;
+  none of the engine's, the memory's or the watchdog's firing; it keeps scraping to the module's end;
 - the worker's Ray container dying under its rank (the engine killed hard on one host): the
   watchdog reads the leak from that node's exporter, has only it reboot itself through the cluster
   SSH gate (reboot-if-leaked: its own reading, H4; its next kernel's NVIDIA modules, H1), waits for it,
   and the same launch serves again;
 - an engine that fails on every start (its port held by another process): the restart budget is
-  spent, no restart after it, and the state is in the watchdog's metrics and in drift.yml's O4
+  spent, no restart after it, and the state is in the watchdog's metrics, in the Prometheus started
+  above (the engine-down and budget alerts firing for the head) and in drift.yml's O4
   finding (and, in the same drift run, a worker's Ray container that would not come back after a
   power cut is its O5 finding, its stopped metrics exporter its O6 finding).
 
@@ -163,110 +164,130 @@ def free_port():
         return probe.getsockname()[1]
 
 
-@pytest.mark.rule("O6", "A1", "H12")
-def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(watchdog, run_adhoc, tmp_path):
-    head, worker = watchdog.head, watchdog.hosts[1]
-    assert len(PRINTED) == 1 and "/metrics, the same on every node" in PRINTED[0], PRINTED
-    # The command as printed, with a data folder and a loopback address of this test's own.
-    command = PRINTED[0].split("Prometheus for the cluster: ", 1)[1]
-    port = free_port()
-    argv = shlex.split(command) + ["--storage.tsdb.path=%s" % (tmp_path / "data"),
-                                   "--web.listen-address=127.0.0.1:%d" % port]
-    log = open(tmp_path / "prometheus.log", "w")
-    prometheus = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+class Prometheus:
+    """Debian's Prometheus, started with the command the launch printed (PRINTED), with a data folder
+    and a loopback address of its own; it keeps scraping from the case that starts it to the end of
+    the module, so a later case reads what its alerts made of the cluster since."""
 
-    def query(expr):
+    def __init__(self, folder):
+        assert len(PRINTED) == 1 and "/metrics, the same on every node" in PRINTED[0], PRINTED
+        command = PRINTED[0].split("Prometheus for the cluster: ", 1)[1]
+        self.port = free_port()
+        self.log_path = folder / "prometheus.log"
+        argv = shlex.split(command) + ["--storage.tsdb.path=%s" % (folder / "data"),
+                                       "--web.listen-address=127.0.0.1:%d" % self.port]
+        self.log = open(self.log_path, "w")
+        self.process = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def query(self, expr):
         """The instant query's result; nothing while Prometheus is still starting."""
-        url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": expr}))
+        url = "http://127.0.0.1:%d/api/v1/query?%s" % (self.port, urllib.parse.urlencode({"query": expr}))
         try:
             with urllib.request.urlopen(url, timeout=10) as answer:
                 return json.load(answer)["data"]["result"]
         except OSError:
-            assert prometheus.poll() is None, open(tmp_path / "prometheus.log").read()[-2000:]
+            assert self.process.poll() is None, open(self.log_path).read()[-2000:]
             return []
 
-    def by_node(expr):
-        return {r["metric"].get("node"): float(r["value"][1]) for r in query(expr)}
+    def by_node(self, expr):
+        return {r["metric"].get("node"): float(r["value"][1]) for r in self.query(expr)}
 
+    def firing(self, alert):
+        """The nodes the alert fires for."""
+        return {r["metric"].get("node") for r in self.query('ALERTS{alertname="%s",alertstate="firing"}' % alert)}
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=60)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    server = Prometheus(tmp_path_factory.mktemp("prometheus"))
+    yield server
+    server.stop()
+
+
+@pytest.mark.rule("O6", "A1", "H12")
+def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(watchdog, run_adhoc, prometheus):
+    head, worker = watchdog.head, watchdog.hosts[1]
+    port, query, by_node = prometheus.port, prometheus.query, prometheus.by_node
+
+    # Every node's exporter (back with its node after the power cut) and the engine, up.
+    targets = {(h, "gb10-node") for h in watchdog.hosts} | {(head, "gb10-engine")}
     try:
-        # Every node's exporter (back with its node after the power cut) and the engine, up.
-        targets = {(h, "gb10-node") for h in watchdog.hosts} | {(head, "gb10-engine")}
-        try:
-            wait_for("every target scraped and up",
-                     lambda: {(r["metric"]["node"], r["metric"]["job"]) for r in query("up") if r["value"][1] == "1"}
-                     == targets, 90)
-        except AssertionError as late:
-            # What Prometheus itself says of each target: the one that is down and why.
-            raise AssertionError("%s; Prometheus's targets: %s" % (late, scrape_targets(port))) from None
+        wait_for("every target scraped and up",
+                 lambda: {(r["metric"]["node"], r["metric"]["job"]) for r in query("up") if r["value"][1] == "1"}
+                 == targets, 90)
+    except AssertionError as late:
+        # What Prometheus itself says of each target: the one that is down and why.
+        raise AssertionError("%s; Prometheus's targets: %s" % (late, scrape_targets(port))) from None
 
-        # A leak on the worker (memory held by the driver, H4): its figures move, the head's do not,
-        # and they are what the unified_memory module reports on each node. The serving worker's
-        # engine holds its gpu_memory_utilization share of the pool, so the leak is half of what the
-        # node still has available, as Prometheus reads it (a leak cannot outgrow the pool).
-        before = by_node("gb10_unified_memory_unaccounted_gib")
-        leak = round(by_node("gb10_unified_memory_available_gib")[worker] / 2, 1)
-        assert leak >= 2, ("the serving worker has almost nothing available", leak * 2)
-        on_host(worker, "/opt/gb10-sim/bin/gb10-plant-leak", str(leak))
-        try:
-            wait_for("the leak in Prometheus", lambda: by_node("gb10_unified_memory_unaccounted_gib").get(worker, 0)
-                     >= before[worker] + leak - 0.1, 60)
-            read = run_adhoc("gb10.serving.unified_memory", "proc_root={{ gb10_proc_root }} "
-                             "nvidia_smi={{ gb10_nvidia_smi }} cuda_probe={{ gb10_cuda_probe }}", watchdog.inventory)
-            module = ok_results(read, watchdog.hosts)
-            for key in ("total_gib", "available_gib", "unaccounted_gib"):
-                scraped = by_node("gb10_unified_memory_" + key)
-                assert scraped == {h: module[h][key] for h in watchdog.hosts}, (key, scraped, module)
-            assert by_node("gb10_unified_memory_unaccounted_gib")[head] == before[head]
-            # The engine's ranks hold GPU memory on both nodes: a gap, not a leak (H4's verdict).
-            assert by_node("gb10_gpu_workload") == {h: 1.0 for h in watchdog.hosts}
-            assert by_node("gb10_unified_memory_leaked") == {h: 0.0 for h in watchdog.hosts}
-        finally:
-            on_host(worker, "/opt/gb10-sim/bin/gb10-plant-leak", "0")
-
-        # A worker stuck in the GB10's low-power state (H12): the fixture kit's clock under load falls
-        # to ~702 MHz (eugr/spark-vllm-docker issue 334). Under the engine's own load, the exporters'
-        # verdicts reach Prometheus, the worker stuck and the head not, and the alert names the worker.
-        on_host(worker, "/opt/gb10-sim/bin/gb10-sim-set", "gpu_clock_stuck=1")
-        try:
-            client = api_client(watchdog, timeout=120)
-            model = client.models.list().data[0].id
-            deadline = time.time() + 240
-            while by_node("gb10_gpu_clock_low") != {head: 0.0, worker: 1.0} and time.time() < deadline:
-                client.completions.create(model=model, prompt="Count to fifty:", max_tokens=64)
-            under_load = by_node("gb10_gpu_sm_clock_under_load_mhz")
-            assert by_node("gb10_gpu_clock_low") == {head: 0.0, worker: 1.0}, under_load
-            assert under_load[worker] < by_node("gb10_gpu_clock_floor_mhz")[worker] <= under_load[head], under_load
-            wait_for("the low clock alert for the worker alone", lambda: {
-                r["metric"]["node"] for r in query('ALERTS{alertname="GB10GpuClockLow",alertstate="firing"}')} == {worker}, 60)
-        finally:
-            on_host(worker, "/opt/gb10-sim/bin/gb10-sim-set", "gpu_clock_stuck=0")
-
-        # The link measurement, the watchdog's state and the engine's own series: every expression
-        # of the dashboard the collection ships has data (a rate needs two scrapes).
-        with open(DASHBOARD) as f:
-            exprs = [t["expr"] for panel in json.load(f)["panels"] for t in panel.get("targets", [])]
-        wait_for("data for every dashboard expression", lambda: all(query(expr) for expr in exprs), 60)
-        # The link series is each node's last measurement, whatever it found: the cases of test_4 that
-        # break the link on purpose leave a failed one, and nothing measures the link again before this.
-        for name in ("gb10_link_check_ok", "gb10_link_check_timestamp_seconds"):
-            assert by_node(name) == {h: last_link_check(h)[name] for h in watchdog.hosts}, name
-        assert by_node("gb10_engine_answering") == {head: 1.0}
-        assert by_node("gb10_watchdog_restart_budget_left") == {head: float(budget_left(head))}
-        # The alert rules the configuration loads (rule_files, written beside it): Prometheus evaluates
-        # every one over these series without an error, and the serving cluster fires none of the
-        # engine's, the memory's or the watchdog's (promtool's unit cases show each one firing).
-        wait_for("every alert rule evaluated", lambda: alert_rules(port) and all(
-            rule["health"] == "ok" for rule in alert_rules(port).values()), 60)
-        assert set(alert_rules(port)) == {"GB10EngineDown", "GB10KnownAnswerWrong", "GB10UnifiedMemoryLeaked",
-                                          "GB10RestartBudgetSpent", "GB10LinkUnderFloor", "GB10MemoryLow",
-                                          "GB10ScrapeDown", "GB10GpuClockLow"}, alert_rules(port)
-        firing = {r["metric"]["alertname"] for r in query('ALERTS{alertstate="firing"}')}
-        assert not firing & {"GB10EngineDown", "GB10KnownAnswerWrong", "GB10UnifiedMemoryLeaked",
-                             "GB10RestartBudgetSpent", "GB10ScrapeDown"}, firing
+    # A leak on the worker (memory held by the driver, H4): its figures move, the head's do not,
+    # and they are what the unified_memory module reports on each node. The serving worker's
+    # engine holds its gpu_memory_utilization share of the pool, so the leak is half of what the
+    # node still has available, as Prometheus reads it (a leak cannot outgrow the pool).
+    before = by_node("gb10_unified_memory_unaccounted_gib")
+    leak = round(by_node("gb10_unified_memory_available_gib")[worker] / 2, 1)
+    assert leak >= 2, ("the serving worker has almost nothing available", leak * 2)
+    on_host(worker, "/opt/gb10-sim/bin/gb10-plant-leak", str(leak))
+    try:
+        wait_for("the leak in Prometheus", lambda: by_node("gb10_unified_memory_unaccounted_gib").get(worker, 0)
+                 >= before[worker] + leak - 0.1, 60)
+        read = run_adhoc("gb10.serving.unified_memory", "proc_root={{ gb10_proc_root }} "
+                         "nvidia_smi={{ gb10_nvidia_smi }} cuda_probe={{ gb10_cuda_probe }}", watchdog.inventory)
+        module = ok_results(read, watchdog.hosts)
+        for key in ("total_gib", "available_gib", "unaccounted_gib"):
+            scraped = by_node("gb10_unified_memory_" + key)
+            assert scraped == {h: module[h][key] for h in watchdog.hosts}, (key, scraped, module)
+        assert by_node("gb10_unified_memory_unaccounted_gib")[head] == before[head]
+        # The engine's ranks hold GPU memory on both nodes: a gap, not a leak (H4's verdict).
+        assert by_node("gb10_gpu_workload") == {h: 1.0 for h in watchdog.hosts}
+        assert by_node("gb10_unified_memory_leaked") == {h: 0.0 for h in watchdog.hosts}
     finally:
-        prometheus.terminate()
-        prometheus.wait(timeout=60)
-        log.close()
+        on_host(worker, "/opt/gb10-sim/bin/gb10-plant-leak", "0")
+
+    # A worker stuck in the GB10's low-power state (H12): the fixture kit's clock under load falls
+    # to ~702 MHz (eugr/spark-vllm-docker issue 334). Under the engine's own load, the exporters'
+    # verdicts reach Prometheus, the worker stuck and the head not, and the alert names the worker.
+    on_host(worker, "/opt/gb10-sim/bin/gb10-sim-set", "gpu_clock_stuck=1")
+    try:
+        client = api_client(watchdog, timeout=120)
+        model = client.models.list().data[0].id
+        deadline = time.time() + 240
+        while by_node("gb10_gpu_clock_low") != {head: 0.0, worker: 1.0} and time.time() < deadline:
+            client.completions.create(model=model, prompt="Count to fifty:", max_tokens=64)
+        under_load = by_node("gb10_gpu_sm_clock_under_load_mhz")
+        assert by_node("gb10_gpu_clock_low") == {head: 0.0, worker: 1.0}, under_load
+        assert under_load[worker] < by_node("gb10_gpu_clock_floor_mhz")[worker] <= under_load[head], under_load
+        wait_for("the low clock alert for the worker alone", lambda: {
+            r["metric"]["node"] for r in query('ALERTS{alertname="GB10GpuClockLow",alertstate="firing"}')} == {worker}, 60)
+    finally:
+        on_host(worker, "/opt/gb10-sim/bin/gb10-sim-set", "gpu_clock_stuck=0")
+
+    # The link measurement, the watchdog's state and the engine's own series: every expression
+    # of the dashboard the collection ships has data (a rate needs two scrapes).
+    with open(DASHBOARD) as f:
+        exprs = [t["expr"] for panel in json.load(f)["panels"] for t in panel.get("targets", [])]
+    wait_for("data for every dashboard expression", lambda: all(query(expr) for expr in exprs), 60)
+    # The link series is each node's last measurement, whatever it found: the cases of test_4 that
+    # break the link on purpose leave a failed one, and nothing measures the link again before this.
+    for name in ("gb10_link_check_ok", "gb10_link_check_timestamp_seconds"):
+        assert by_node(name) == {h: last_link_check(h)[name] for h in watchdog.hosts}, name
+    assert by_node("gb10_engine_answering") == {head: 1.0}
+    assert by_node("gb10_watchdog_restart_budget_left") == {head: float(budget_left(head))}
+    # The alert rules the configuration loads (rule_files, written beside it): Prometheus evaluates
+    # every one over these series without an error, and the serving cluster fires none of the
+    # engine's, the memory's or the watchdog's (promtool's unit cases show each one firing).
+    wait_for("every alert rule evaluated", lambda: alert_rules(port) and all(
+        rule["health"] == "ok" for rule in alert_rules(port).values()), 60)
+    assert set(alert_rules(port)) == {"GB10EngineDown", "GB10KnownAnswerWrong", "GB10UnifiedMemoryLeaked",
+                                      "GB10RestartBudgetSpent", "GB10LinkUnderFloor", "GB10MemoryLow",
+                                      "GB10ScrapeDown", "GB10GpuClockLow"}, alert_rules(port)
+    firing = {r["metric"]["alertname"] for r in query('ALERTS{alertstate="firing"}')}
+    assert not firing & {"GB10EngineDown", "GB10KnownAnswerWrong", "GB10UnifiedMemoryLeaked",
+                         "GB10RestartBudgetSpent", "GB10ScrapeDown"}, firing
 
 
 def budget_left(head):
@@ -322,7 +343,7 @@ def test_an_engine_killed_with_its_container_leaks_there_and_only_that_node_rebo
 
 
 @pytest.mark.rule("O4", "O5", "O6")
-def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(watchdog, run_playbook):
+def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(watchdog, run_playbook, prometheus):
     head = watchdog.head
     # Every start of the engine fails: its port is held by a process that closes every connection.
     with engine_port_held(head, HEAD):
@@ -355,3 +376,9 @@ def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(w
         message = [answer["finding"] for host, unused_task, answer in drift_answers(result)
                    if host == head and answer["rule"] == "O4"]
         assert message and "gave up: %d recoveries within 3600 s" % SETTINGS["watchdog_max_restarts"] in message[0], message
+
+        # The real Prometheus that has scraped the cluster since the case above, with the rules the
+        # deploy wrote: the engine that stays down fires GB10EngineDown for the head once its two
+        # minutes have passed, and the spent budget GB10RestartBudgetSpent.
+        wait_for("the stopped engine and the spent budget firing in Prometheus", lambda: (
+            prometheus.firing("GB10EngineDown"), prometheus.firing("GB10RestartBudgetSpent")) == ({head}, {head}), 300)
