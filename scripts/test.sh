@@ -18,8 +18,8 @@
 #   molecule-sim  (after the lanes) the scenarios that need the simulation: its cluster (serving_containers, vllm_serve, watchdog; the
 #                 e2e stage runs the same roles on the same cluster through deploy-m27.yml) or its
 #                 serving image (link_check: both ranks on this machine's Docker)
-#   core-next     (after the lanes) the newest supported ansible-core under Python 3.12: unit, sanity and the
-#                 firewall scenario
+#   core-next     (after the lanes) the newest supported ansible-core under Python 3.12: unit, sanity, the
+#                 firewall scenario and the deploy on the simulated cluster (test_1, test_2)
 #   e2e cases marked `full` (pytest.ini): link and registry faults that a role run alone shows,
 #                 the 3-Spark cluster (deploy TP=3, test_5_deploy_tp3.py: about 600 s), the reset
 #                 (test_4d_reset.py), and the upgrade that serves with the rollback on request
@@ -160,8 +160,8 @@ run_molecule() {
 # The newest ansible-core the collection supports (meta/runtime.yml: 2.20, which needs Python 3.12,
 # what a DGX OS 7 controller installs), in a virtualenv of its own from
 # tests/requirements-core-next.txt, the collection linked as the default lanes link it: the unit
-# suite, sanity and one molecule scenario (firewall: nftables, a boot unit, community.general). In
-# `full` only, after the lanes.
+# suite, sanity, one molecule scenario (firewall: nftables, a boot unit, community.general) and the
+# e2e deploy on the simulated cluster. In `full` only, after the lanes.
 run_core-next() {
   local py cache key venv
   # The first Python 3.12 that runs: on the PATH, or a pyenv version that is not the global one.
@@ -183,6 +183,11 @@ run_core-next() {
   PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q tests/unit
   PATH="$venv/bin:$PATH" run_sanity
   PATH="$venv/bin:$PATH" "$venv/bin/molecule" test -s firewall
+  # The deploy on the simulated cluster, as the default run's first modules make it (the e2e stage
+  # after this one starts from a fresh cluster).
+  wait_sim_images
+  PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -x --durations=0 --durations-min=5 -m "not full" \
+    tests/e2e/test_1_sim_cluster.py tests/e2e/test_2_deploy.py
 }
 
 run_molecule-sim() {
