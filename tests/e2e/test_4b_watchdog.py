@@ -261,8 +261,7 @@ def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(wa
         under_load = by_node("gb10_gpu_sm_clock_under_load_mhz")
         assert by_node("gb10_gpu_clock_low") == {head: 0.0, worker: 1.0}, under_load
         assert under_load[worker] < by_node("gb10_gpu_clock_floor_mhz")[worker] <= under_load[head], under_load
-        wait_for("the low clock alert for the worker alone", lambda: {
-            r["metric"]["node"] for r in query('ALERTS{alertname="GB10GpuClockLow",alertstate="firing"}')} == {worker}, 60)
+        wait_for("the low clock alert for the worker alone", lambda: prometheus.firing("GB10GpuClockLow") == {worker}, 60)
     finally:
         on_host(worker, "/opt/gb10-sim/bin/gb10-sim-set", "gpu_clock_stuck=0")
 
