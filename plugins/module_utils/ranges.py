@@ -41,6 +41,9 @@ def within(setting):
         return bool(setting['ok']) and str(setting['ok']).lower() not in ('false', 'no', '0')
     if 'choices' in setting:
         return str(setting.get('value')).strip().lower() in [str(c).lower() for c in setting['choices']]
+    if all(setting.get(key) is None for key, unused in BOUNDS):
+        # A range's text alone checks nothing: every value would pass.
+        raise RangeError('%s: no bound given (min, max, above, below, choices or ok with range)' % setting.get('var', '?'))
     number = _number(setting.get('value'), setting.get('number', 'int') != 'float')
     if number is None:
         return False

@@ -81,6 +81,9 @@ def test_a_setting_without_a_name_or_a_bound_is_the_roles_mistake():
         out_of_range([{'value': 1, 'min': 0}], 'spark1')
     with pytest.raises(RangeError, match='x: no bound given'):
         out_of_range([{'var': 'x', 'value': 1}], 'spark1')
+    # A range's text without a bound or a condition would let every value through.
+    with pytest.raises(RangeError, match='y: no bound given'):
+        out_of_range([{'var': 'y', 'value': 1, 'range': '1..10'}], 'spark1')
 
 
 def test_every_role_checks_its_numbers_with_the_one_filter():
