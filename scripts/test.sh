@@ -61,9 +61,9 @@ if [ "$needs_docker" = 1 ]; then
   GB10_TRITON_SITE=$(tests/images/triton_site.sh)
   export GB10_TRITON_SITE
   # The simulation's images and model (tests/sim/README.md) build while the stages before e2e
-  # run: on a machine that never built them that is ten minutes or more, mostly downloads and
+  # (molecule-sim, core-next's deploy) run: on a machine that never built them that is ten minutes or more, mostly downloads and
   # image layers, which overlap the checks; where they are built it takes seconds.
-  if [[ " ${stages[*]} " == *" e2e "* || " ${stages[*]} " == *" molecule-sim "* ]]; then
+  if [[ " ${stages[*]} " == *" e2e "* || " ${stages[*]} " == *" molecule-sim "* || " ${stages[*]} " == *" core-next "* ]]; then
     mkdir -p tests/output
     rm -f tests/output/sim-images.rc
     (rc=0; .venv/bin/python tests/sim/cluster.py images >tests/output/sim-images.log 2>&1 || rc=$?
