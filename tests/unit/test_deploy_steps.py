@@ -117,7 +117,7 @@ def test_the_engine_roles_read_the_resolved_profile_and_no_playbook_hands_it_on(
     # them another would launch one profile and check or record another. preflight, which can look
     # a profile up by name, gets the resolved one from its step.
     roles = os.path.join(os.path.dirname(PLAYBOOKS), 'roles')
-    for role in ('vllm_serve', 'serving_containers'):
+    for role in (name.split('.')[-1] for name in ENGINE_ROLES):
         with open(os.path.join(roles, role, 'defaults', 'main.yml')) as f:
             assert yaml.safe_load(f)[role + '_profile'] == '{{ gb10_deploy_profile }}', role
     handed = []
