@@ -74,7 +74,7 @@ ENGINE_ROLES = ('gb10.serving.vllm_serve', 'gb10.serving.serving_containers')
 def _reads_the_profile(include):
     if include.get('name') not in ENGINE_ROLES:
         return False
-    role = include['name'].split('.')[-1]
+    role = include['name'].rsplit('.', maxsplit=1)[-1]
     with open(os.path.join(TOP, 'roles', role, 'meta', 'argument_specs.yml')) as f:
         entry = yaml.safe_load(f)['argument_specs'][include.get('tasks_from') or 'main']
     return role + '_profile' in (entry.get('options') or {})
@@ -117,7 +117,7 @@ def test_the_engine_roles_read_the_resolved_profile_and_no_playbook_hands_it_on(
     # them another would launch one profile and check or record another. preflight, which can look
     # a profile up by name, gets the resolved one from its step.
     roles = os.path.join(os.path.dirname(PLAYBOOKS), 'roles')
-    for role in (name.split('.')[-1] for name in ENGINE_ROLES):
+    for role in (name.rsplit('.', maxsplit=1)[-1] for name in ENGINE_ROLES):
         with open(os.path.join(roles, role, 'defaults', 'main.yml')) as f:
             assert yaml.safe_load(f)[role + '_profile'] == '{{ gb10_deploy_profile }}', role
     handed = []
