@@ -55,11 +55,14 @@ def _first(metrics, name):
 
 def node_figures(text, reading=None):
     """What status shows of one node: its memory as module unified_memory read it (reading: the
-    module's result; the exporter's page serves the same figures where the reading is missing), its
-    link and, on the head, the watchdog from its exporter's page (text). None when neither answered."""
-    if not text and not reading:
+    module's result; the collection's page serves the same figures where the reading is missing), its
+    link and, on the head, the watchdog from the collection's page in the node exporter's answer
+    (text). None when neither is there: a node exporter that answers without the page (its reader
+    removed by teardown.yml) has none of the collection's figures."""
+    m = parse_metrics(text or '')
+    page = 'gb10_node_metrics_read_ok' in m
+    if not page and not reading:
         return None
-    m = parse_metrics(text)
     reading = reading or {}
 
     def memory(key):
@@ -80,7 +83,7 @@ def node_figures(text, reading=None):
             'leak_gib': memory('leak_gib'),
             'leaked': leaked,
         },
-        'exporter': bool(text),
+        'page': page,
         'gpu_clock': None,
         'link': None,
         'watchdog': None,
@@ -168,7 +171,7 @@ def lines(status):
         node = status['nodes'][host]
         figures = node['figures']
         if figures is None:
-            out.append('%s: neither its memory nor its exporter could be read; container %s; firewall %s'
+            out.append('%s: neither its memory nor its metrics page could be read; container %s; firewall %s'
                        % (host, node['container'], node['firewall']))
             continue
         mem, link, clock = figures['memory'], figures['link'], figures['gpu_clock']
@@ -178,10 +181,10 @@ def lines(status):
                       _gib(mem['free_gib']),
                       ('LEAKED %s GiB' % _gib(mem['leak_gib'])) if mem['leaked'] else 'no leak',
                       ('%s MHz%s' % (_int(clock['under_load_mhz']), ' STUCK LOW (H12)' if clock['low'] else ''))
-                      if clock else 'no reading yet' if figures['exporter'] else 'no exporter answered',
+                      if clock else 'no reading yet' if figures['page'] else 'no metrics page',
                       ('%s Gb/s (floor %s) %s' % (_gib(link['busbw_gbit']), _gib(link['floor_gbit']),
                                                   'ok' if link['ok'] else 'UNDER ITS FLOOR')) if link
-                      else 'not measured' if figures['exporter'] else 'no exporter answered',
+                      else 'not measured' if figures['page'] else 'no metrics page',
                       node['container'], node['firewall']))
     if status['fix']:
         out.append('Fix: %s' % status['fix'])

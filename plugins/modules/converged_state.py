@@ -138,7 +138,7 @@ notes:
   description: The notes the stamp there keeps (empty without one).
   returned: always
   type: dict
-  sample: {node_metrics_summary: "http://10.0.0.11:9101/metrics"}
+  sample: {node_metrics_summary: "http://10.0.0.11:9100/metrics"}
 entries:
   description: How many records the node's state has (files, containers, interfaces...).
   returned: always

@@ -176,7 +176,7 @@ def test_a_rerun_on_the_converged_cluster_skips_to_the_smoke_test(serving, run_p
     assert gateway_tasks == {"Where clients reach the gateway"}, gateway_tasks
     summary = " ".join(result.results_by_host(task=SUMMARY_TASK)[sim_cluster.head]["msg"])
     assert "engine kept running" in summary and "Smoke test (V8) answered:" in summary, summary
-    assert "Metrics (O6): http://%s:9101/metrics" % sim_cluster.ips[sim_cluster.head] in summary, summary
+    assert "Metrics (O6): http://%s:9100/metrics" % sim_cluster.ips[sim_cluster.head] in summary, summary
     assert ray_container_ids(sim_cluster) == ray_before
     assert engine_process(sim_cluster.head)[:2] == engine_before[:2]
     assert healthy(sim_cluster.head)

@@ -835,7 +835,7 @@ def test_teardown_stops_the_failed_start_within_its_bound_and_removes_the_ray_co
 
 @pytest.mark.rule("O6")
 def test_status_after_the_teardown_says_nothing_serves_and_prints_the_launch_step(sim_cluster, run_playbook):
-    # The teardown above left no engine, exporter or serving container: status says so, reads each
+    # The teardown above left no engine, metrics page or serving container: status says so, reads each
     # node's memory itself, and names the one command that serves again, the launch step of the
     # launch the head recorded (not pasted here: the next case launches on purpose without RDMA).
     head = sim_cluster.head
@@ -846,7 +846,7 @@ def test_status_after_the_teardown_says_nothing_serves_and_prints_the_launch_ste
     assert screen[0] == "NOT SERVING: no engine runs on the head", screen
     for host in sim_cluster.hosts:
         line = [text for text in screen if text.startswith(host + ": memory 119.7 GiB")]
-        assert len(line) == 1 and "no leak" in line[0] and "no exporter answered" in line[0], screen
+        assert len(line) == 1 and "no leak" in line[0] and "no metrics page" in line[0], screen
     fix = [text for text in screen if text.startswith("Fix: ")]
     assert len(fix) == 1, screen
     argv = shlex.split(fix[0][len("Fix: "):])

@@ -22,7 +22,7 @@
   spent, no restart after it, and the state is in the watchdog's metrics, in the Prometheus started
   above (the engine-down and budget alerts firing for the head) and in drift.yml's O4
   finding (and, in the same drift run, a worker's Ray container that would not come back after a
-  power cut is its O5 finding, its stopped metrics exporter its O6 finding).
+  power cut is its O5 finding, its stopped metrics reader its O6 finding).
 
 The watchdog is off on the simulated clusters (inventory/group_vars/gb10_sim.yml: the other fault
 cases would race it); the launch step turns it on here, sized for the simulation. The module runs
@@ -154,7 +154,7 @@ def test_after_a_power_cut_the_cluster_serves_again_with_no_command(watchdog, ru
 
 
 PRINTED = []  # the launch summary's metrics line, kept by the power-cut case
-EXPORTER = "gb10-node-metrics"  # node_metrics_container's default
+READER = "gb10-node-metrics"  # node_metrics_container's default
 DASHBOARD = "roles/node_metrics/files/grafana-gb10-serving.json"
 
 
@@ -283,10 +283,10 @@ def test_prometheus_scrapes_every_node_and_the_engine_with_the_module_figures(wa
         rule["health"] == "ok" for rule in alert_rules(port).values()), 60)
     assert set(alert_rules(port)) == {"GB10EngineDown", "GB10KnownAnswerWrong", "GB10UnifiedMemoryLeaked",
                                       "GB10RestartBudgetSpent", "GB10LinkUnderFloor", "GB10MemoryLow",
-                                      "GB10ScrapeDown", "GB10GpuClockLow"}, alert_rules(port)
+                                      "GB10ScrapeDown", "GB10GpuClockLow", "GB10NodeReadingStale"}, alert_rules(port)
     firing = {r["metric"]["alertname"] for r in query('ALERTS{alertstate="firing"}')}
     assert not firing & {"GB10EngineDown", "GB10KnownAnswerWrong", "GB10UnifiedMemoryLeaked",
-                         "GB10RestartBudgetSpent", "GB10ScrapeDown"}, firing
+                         "GB10RestartBudgetSpent", "GB10ScrapeDown", "GB10NodeReadingStale"}, firing
 
 
 def budget_left(head):
@@ -361,10 +361,10 @@ def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(w
         # drift.yml names it under O4 on the head (the engine that does not run is R1's). In the
         # same run: the worker's Ray container set back to restart `no`, which would leave that
         # node out after a power cut, is its O5 finding; the head's, as the launch set it, is none.
-        # Its metrics exporter stopped is its O6 finding (the deploy starts it again).
+        # Its metrics reader stopped is its O6 finding (the deploy starts it again).
         worker = watchdog.hosts[1]
         on_host(worker, "docker", "update", "--restart", "no", WORKER)
-        on_host(worker, "docker", "stop", EXPORTER)
+        on_host(worker, "docker", "stop", READER)
         # With the variables the launch ran with, as an operator's CI job would (the exporters'
         # interval differing from the launch's is a configuration drift, O6).
         result = drift(run_playbook, watchdog, **{k: v for k, v in SETTINGS.items() if k != "gb10_profile"})
@@ -378,6 +378,9 @@ def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(w
 
         # The real Prometheus that has scraped the cluster since the case above, with the rules the
         # deploy wrote: the engine that stays down fires GB10EngineDown for the head once its two
-        # minutes have passed, and the spent budget GB10RestartBudgetSpent.
-        wait_for("the stopped engine and the spent budget firing in Prometheus", lambda: (
-            prometheus.firing("GB10EngineDown"), prometheus.firing("GB10RestartBudgetSpent")) == ({head}, {head}), 300)
+        # minutes have passed, and the spent budget GB10RestartBudgetSpent; the worker's stopped
+        # reader leaves its last page with the node exporter, and GB10NodeReadingStale names that
+        # node once the page is two minutes old and stays so a minute.
+        wait_for("the stopped engine, the spent budget and the stale reading firing in Prometheus", lambda: (
+            prometheus.firing("GB10EngineDown"), prometheus.firing("GB10RestartBudgetSpent"),
+            prometheus.firing("GB10NodeReadingStale")) == ({head}, {head}, {worker}), 300)

@@ -68,7 +68,7 @@ def test_the_engine_fetches_no_media_url_and_reads_no_local_file(vllm_parser, na
     assert args.allowed_media_domains == ['invalid'] and args.allowed_local_media_path == ''
     connector = MediaConnector(allowed_media_domains=args.allowed_media_domains,
                                allowed_local_media_path=args.allowed_local_media_path)
-    for url in ('http://127.0.0.1:9101/metrics', 'http://10.0.0.2:8265/'):
+    for url in ('http://127.0.0.1:9100/metrics', 'http://10.0.0.2:8265/'):
         with pytest.raises(ValueError, match='must be from one of the allowed domains'):
             connector.load_from_url(url, media_io=None)
     with pytest.raises(RuntimeError, match='Cannot load local files'):

@@ -45,7 +45,7 @@ def promtool(tmp_path, input_series, checks):
 
 def test_the_rules_load_in_prometheus():
     out = subprocess.run(['promtool', 'check', 'rules', RULES], capture_output=True, text=True, timeout=60, check=False)
-    assert out.returncode == 0 and '8 rules found' in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0 and '9 rules found' in out.stdout, out.stdout + out.stderr
 
 
 def test_each_fault_fires_its_alert_for_its_node_and_a_healthy_node_fires_none(tmp_path):
@@ -99,6 +99,19 @@ def test_a_node_whose_gpu_clock_is_stuck_low_under_load_is_named_and_a_healthy_o
                    [{'eval_time': '15s', 'alertname': 'GB10GpuClockLow', 'exp_alerts': []},
                     {'eval_time': '1m', 'alertname': 'GB10GpuClockLow',
                      'exp_alerts': [expected('GB10GpuClockLow', 'spark2')]}])
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_node_whose_reader_stopped_is_named_once_its_page_is_two_minutes_old(tmp_path):
+    # The read time as the reader writes it (the Unix time of each read; promtool's clock starts at
+    # 0): spark1 reads every 15 s, spark2's reader stops after its read at 60 s and the node exporter
+    # keeps serving that page. Stale past 120 s from 195 s on, for 1m: firing from 255 s.
+    out = promtool(tmp_path, [series('gb10_node_metrics_read_timestamp_seconds', 'spark1', '0+15x40'),
+                              series('gb10_node_metrics_read_timestamp_seconds', 'spark2', '0+15x4 60x35')],
+                   [{'eval_time': '3m', 'alertname': 'GB10NodeReadingStale', 'exp_alerts': []},
+                    {'eval_time': '4m', 'alertname': 'GB10NodeReadingStale', 'exp_alerts': []},
+                    {'eval_time': '5m', 'alertname': 'GB10NodeReadingStale',
+                     'exp_alerts': [expected('GB10NodeReadingStale', 'spark2')]}])
     assert out.returncode == 0, out.stdout + out.stderr
 
 

@@ -3,7 +3,7 @@
 """What the watchdog (roles/watchdog/files/gb10_watchdog.py, rule O4) reads from the nodes'
 exporters before a relaunch, run as the program runs it: laid out as the role lays it out (the
 program with its logic module beside it), each node's exporter a real HTTP server on loopback
-serving a page as role node_metrics serves it. A copy of the model that a node says is not verified
+serving the collection's page as the node exporter serves role node_metrics' page. A copy of the model that a node says is not verified
 (M3) stops the relaunch, naming the node; the leak readings come from the same pages. The recovery
 around them runs on the simulated cluster (tests/e2e/test_4b_watchdog.py)."""
 
@@ -17,7 +17,7 @@ MODEL = '/models/gb10-sim-tiny-llama'
 
 
 class ExporterPage(http.server.BaseHTTPRequestHandler):
-    """Serves its server's page, as role node_metrics' exporter serves /metrics."""
+    """Serves its server's page, as a node's exporter serves /metrics with role node_metrics' page."""
 
     def do_GET(self):
         body = self.server.page.encode()

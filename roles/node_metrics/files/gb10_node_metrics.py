@@ -1,14 +1,15 @@
-# gb10.serving: a node's metrics exporter (rule O6), installed by role node_metrics on
-# every node. It runs in a container of the serving image (host network and PID namespace,
-# restarted by Docker with the node), reads the node's unified memory with the collection's own
-# reading (plugins/module_utils/unified_memory.py, the code of the gb10.serving.unified_memory
-# module, copied beside this file under its collection path) every interval, and serves it with
-# the collection's textfiles (*.prom under the state folder: the watchdog's, the link check's) at
-# http://<node>:<port>/metrics for Prometheus. It only reads; it changes nothing on the node.
+# gb10.serving: a node's metrics reader (rule O6), installed by role node_metrics on every
+# node. It runs in a container of the serving image (host PID namespace, no network, restarted by
+# Docker with the node), reads the node's unified memory with the collection's own reading
+# (plugins/module_utils/unified_memory.py, the code of the gb10.serving.unified_memory module,
+# copied beside this file under its collection path) and the GPU's clock every interval, and writes
+# them with the collection's textfiles (*.prom under the state folder: the watchdog's, the link
+# check's) as one page into the node exporter's textfile folder, which serves it at
+# http://<node>:<port>/metrics for Prometheus. It writes that page only; it changes nothing else.
 """Usage: gb10_node_metrics.py CONFIG.json"""
 
 import datetime
-import http.server
+import glob
 import json
 import os
 import signal
@@ -44,10 +45,9 @@ def read_clock(config):
     return gpu_clock.parse(out)
 
 
-class Exporter(object):
+class Reader(object):
     def __init__(self, config):
         self.config = config
-        self.lock = threading.Lock()
         self.own = ""
         self.last_error = None
         self.last_clock_error = None
@@ -79,54 +79,47 @@ class Exporter(object):
         floor = self.config["gpu_clock_floor_mhz"]
         text = (node_metrics.metrics_text(reading, error, round(time.time(), 3), time.time() - started)
                 + node_metrics.clock_text(clock, gpu_clock.verdict(self.under_load, floor), floor))
-        with self.lock:
-            self.own = text
+        self.own = text
 
     def page(self):
-        with self.lock:
-            own = self.own
-        return node_metrics.page(own, node_metrics.textfiles(self.config["textfile_root"]))
-
-    def loop(self, stop):
-        while not stop.wait(self.config["interval_s"]):
-            self.read()
+        return node_metrics.page(self.own, node_metrics.textfiles(self.config["textfile_root"]))
 
 
-def handler_for(exporter):
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            if self.path.split("?")[0] != "/metrics":
-                body, status, kind = b"gb10.serving node metrics: GET /metrics\n", 404, "text/plain"
-            else:
-                body, status, kind = exporter.page().encode(), 200, "text/plain; version=0.0.4; charset=utf-8"
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass  # one line per scrape would bury the read failures
-
-    return Handler
+def write_page(path, text):
+    """The page replaced whole: the node exporter's textfile collector reads only *.prom files, so
+    it never reads the temporary one, and a rename never leaves it half a page."""
+    temporary = "%s.%d.tmp" % (path, os.getpid())
+    with open(temporary, "w") as handle:
+        handle.write(text)
+    os.chmod(temporary, 0o644)  # the node exporter runs as its own user
+    os.rename(temporary, path)
 
 
 def main():
     with open(sys.argv[1]) as handle:
         config = json.load(handle)
-    exporter = Exporter(config)
-    exporter.read()  # the first scrape already has figures
-    server = http.server.ThreadingHTTPServer((config["address"], config["port"]), handler_for(exporter))
+    reader = Reader(config)
+    # A temporary page a killed reader left is not served (not *.prom), but would stay.
+    for leftover in glob.glob(glob.escape(config["page"]) + ".*.tmp"):
+        os.remove(leftover)
     stop = threading.Event()
-
-    def shutdown(*_):
-        stop.set()
-        threading.Thread(target=server.shutdown).start()
-
-    signal.signal(signal.SIGTERM, shutdown)
-    threading.Thread(target=exporter.loop, args=(stop,), daemon=True).start()
-    log("serving http://%s:%d/metrics, a read every %d s" % (config["address"], config["port"], config["interval_s"]))
-    server.serve_forever()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    log("writing %s for the node exporter, a read every %d s" % (config["page"], config["interval_s"]))
+    last_error = None
+    while True:
+        reader.read()
+        # A page that cannot be written (the folder gone) is logged when that changes, and tried
+        # again at the next read: the node exporter meanwhile serves the last one, whose read time says how old.
+        error = None
+        try:
+            write_page(config["page"], reader.page())
+        except (IOError, OSError) as exc:
+            error = str(exc)
+        if error != last_error:
+            log("cannot write the page: %s" % error if error else "page written")
+            last_error = error
+        if stop.wait(config["interval_s"]):
+            return
 
 
 if __name__ == "__main__":

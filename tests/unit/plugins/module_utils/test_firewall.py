@@ -27,7 +27,7 @@ def defaults(role):
 def default_table(**overrides):
     fw = defaults('firewall')
     args = dict(cluster_ifaces=['enp1s0f1np1'], cluster_sources=CLUSTER, ssh_port=fw['firewall_ssh_port'],
-                api_port=fw['firewall_api_port'], api_sources=fw['firewall_api_sources'], metrics_port=9101,
+                api_port=fw['firewall_api_port'], api_sources=fw['firewall_api_sources'], metrics_port=9100,
                 metrics_sources=['192.168.1.20'], open_tcp=fw['firewall_open_tcp'])
     args.update(overrides)
     return ruleset(**args)
@@ -49,13 +49,13 @@ def open_to_the_lan(text):
 
 def test_the_default_table_opens_ssh_the_gateway_and_the_metrics_port_only_and_drops_the_rest():
     table = default_table()
-    assert sorted(open_to_the_lan(table)) == [22, 8443, 9101]
+    assert sorted(open_to_the_lan(table)) == [22, 8443, 9100]
     assert 'type filter hook input priority filter; policy drop;' in table
     assert rules(table)[-2:] == ['meta l4proto tcp reject with tcp reset', 'reject with icmpx type admin-prohibited']
     # Both families reach the gateway; the metrics port only its sources.
     assert open_to_the_lan(table)[8443] == ['meta nfproto ipv4 tcp dport 8443 accept',
                                             'meta nfproto ipv6 tcp dport 8443 accept']
-    assert open_to_the_lan(table)[9101] == ['ip saddr 192.168.1.20/32 tcp dport 9101 accept']
+    assert open_to_the_lan(table)[9100] == ['ip saddr 192.168.1.20/32 tcp dport 9100 accept']
 
 
 def test_no_port_ray_listens_on_faces_the_lan():
@@ -95,10 +95,10 @@ def test_an_empty_cluster_is_refused_rather_than_closing_the_link():
 def test_families_are_split_and_an_ipv4_client_seen_over_ipv6_is_that_client():
     assert networks(['10.0.0.0/24', 'fd00::1', '::ffff:10.0.0.5', '10.0.0.0/24'], 'x') == (
         ['10.0.0.0/24', '10.0.0.5/32'], ['fd00::1/128'])
-    table = default_table(api_sources=['10.1.0.0/16', 'fd00:1::/64'], open_tcp=[{'port': 9100}])
+    table = default_table(api_sources=['10.1.0.0/16', 'fd00:1::/64'], open_tcp=[{'port': 9400}])
     assert 'ip saddr 10.1.0.0/16 tcp dport 8443 accept' in rules(table)
     assert 'ip6 saddr fd00:1::/64 tcp dport 8443 accept' in rules(table)
-    assert sorted(open_to_the_lan(table)) == [22, 8443, 9100, 9101]
+    assert sorted(open_to_the_lan(table)) == [22, 8443, 9100, 9400]
 
 
 @pytest.mark.rule("A1")

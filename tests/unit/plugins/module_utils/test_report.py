@@ -119,8 +119,11 @@ def test_the_report_keeps_the_probes_answer_not_the_containers_other_output():
     assert 'probe_output' not in kept and kept['probe']['nccl']['version'] == 23007, kept
 
 
-# The exporter's page as role link_check's link.prom.j2 and the watchdog's metrics render it.
-LINK_PAGE = '''# HELP gb10_link_allreduce_busbw_gbit All-reduce bus bandwidth this node measured over the cluster link (NaN: no result).
+# The collection's page as the node exporter serves it: the reader's read, then role link_check's
+# link.prom.j2 as rendered.
+LINK_PAGE = '''# TYPE gb10_node_metrics_read_ok gauge
+gb10_node_metrics_read_ok 1
+# HELP gb10_link_allreduce_busbw_gbit All-reduce bus bandwidth this node measured over the cluster link (NaN: no result).
 # TYPE gb10_link_allreduce_busbw_gbit gauge
 gb10_link_allreduce_busbw_gbit{transport="roce",backend="nccl"} %s
 gb10_link_floor_gbit{transport="roce"} 150.0

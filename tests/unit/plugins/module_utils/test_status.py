@@ -105,20 +105,24 @@ def test_an_engine_that_does_not_serve_without_a_leak_gets_the_launch_step(tmp_p
     assert built['fix'].startswith('ansible-playbook /c/playbooks/steps/10_launch.yml')
 
 
-def test_a_node_without_its_exporter_shows_the_modules_reading_and_one_read_of_neither_is_named(tmp_path, fixture_path):
-    # After teardown.yml no exporter runs: the memory is the module's reading of the node itself.
+def test_a_node_without_its_page_shows_the_modules_reading_and_one_read_of_neither_is_named(tmp_path, fixture_path):
+    # After teardown.yml the reader and its page are gone; the node exporter, a distribution
+    # package, still answers on spark1 with its own figures only. The memory is the module's
+    # reading of the node itself.
     reading = module_reading(tmp_path, fixture_path, LEAKED)
-    both = facts({'spark1': '', 'spark2': ''}, {'alive': False, 'healthy': False})
+    node_exporter_only = ('# HELP node_memory_MemTotal_bytes Memory information field MemTotal_bytes.\n'
+                          '# TYPE node_memory_MemTotal_bytes gauge\nnode_memory_MemTotal_bytes 1.28526217216e+11\n')
+    both = facts({'spark1': node_exporter_only, 'spark2': ''}, {'alive': False, 'healthy': False})
     both['memory'] = {'spark2': reading}
     built = status.build(both)
     assert built['nodes']['spark1']['figures'] is None
     worker = built['nodes']['spark2']['figures']
-    assert worker['memory']['leaked'] is True and worker['exporter'] is False and worker['link'] is None
+    assert worker['memory']['leaked'] is True and worker['page'] is False and worker['link'] is None
     assert built['fix'].endswith('recover.yml -i inv')
     screen = status.lines(built)
     assert [line for line in screen if line.startswith('spark1:')] == [
-        'spark1: neither its memory nor its exporter could be read; container gb10-ray-head running; firewall loaded']
-    assert 'no exporter answered' in [line for line in screen if line.startswith('spark2:')][0]
+        'spark1: neither its memory nor its metrics page could be read; container gb10-ray-head running; firewall loaded']
+    assert 'no metrics page' in [line for line in screen if line.startswith('spark2:')][0]
 
 
 def test_the_page_parser_keeps_labels_and_reads_nan_as_no_result():
