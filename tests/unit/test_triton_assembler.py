@@ -5,10 +5,12 @@ generations (rule H7): where it links, and what it reports as Triton's own choic
 3.6.0 answers in molecule/triton_ptxas; here its get_ptxas(arch) is copied in shape only."""
 
 import pytest
+import glob
 import json
 import os
 import subprocess
 import sys
+import zipfile
 
 from ansible_collections.gb10.serving.plugins.module_utils.triton_ptxas import ASSEMBLERS
 
@@ -27,7 +29,8 @@ def _tool(name, variable):
     path = os.environ.get(variable)
     if path and os.access(path, os.X_OK):
         return Tool(path, "13.0")
-    return Tool(os.path.join(os.path.dirname(__file__), "bin", name), "12.8")
+    # The 3.6.0 wheel's own: bin/ptxas is CUDA 12.8's, bin/ptxas-blackwell CUDA 12.9's.
+    return Tool(os.path.join(os.path.dirname(__file__), "bin", name), "12.9" if name == "ptxas-blackwell" else "12.8")
 def get_ptxas(arch):
     return _tool("ptxas-blackwell", "TRITON_PTXAS_BLACKWELL_PATH") if arch >= 100 else _tool("ptxas", "TRITON_PTXAS_PATH")
 '''
@@ -69,7 +72,7 @@ def test_triton_36_gets_both_links_and_answers_for_sm_121_with_the_blackwell_ass
     assert found["links"][1]["link"].endswith("/triton/backends/nvidia/bin/ptxas-blackwell")
     # Only TRITON_PTXAS_PATH set (the rule as it first read): sm_121 still runs the bundled one.
     asked = run(site, "ask", "121", toolkit, env={"TRITON_PTXAS_PATH": toolkit})
-    assert asked["path"].endswith("bin/ptxas-blackwell") and asked["release"] == "12.8" and not asked["is_source"], asked
+    assert asked["path"].endswith("bin/ptxas-blackwell") and asked["release"] == "12.9" and not asked["is_source"], asked
     asked = run(site, "ask", "121", toolkit, env={"TRITON_PTXAS_BLACKWELL_PATH": toolkit})
     assert asked["is_source"] and asked["release"] == "13.0", asked
 
@@ -90,3 +93,35 @@ def test_a_triton_that_cannot_be_imported_is_reported_not_raised(tmp_path):
 def test_no_triton_no_links(tmp_path):
     found = run(str(tmp_path), "links", "/nonexistent/ptxas")
     assert found == {"source_ok": False, "triton": None, "links": []}
+
+
+# The real Triton 3.6.0 that tests/images/triton_site.sh unpacks (scripts/test.sh exports where),
+# and the wheel it came from, whose bundled assemblers that unpacking leaves out.
+REAL_SITE = os.environ.get("GB10_TRITON_SITE", "")
+REAL_WHEEL = glob.glob(os.path.join(os.path.dirname(os.path.dirname(REAL_SITE)), "triton-3.6.0-*.whl")) if REAL_SITE else []
+
+
+@pytest.mark.skipif(not REAL_WHEEL, reason="needs the real Triton 3.6.0 (scripts/test.sh sets GB10_TRITON_SITE)")
+def test_triton_36s_own_assemblers_answer_for_sm_121a_as_the_wheel_ships_them(tmp_path):
+    # The wheel's bin/ptxas (CUDA 12.8) and bin/ptxas-blackwell (CUDA 12.9), asked with the real
+    # Triton's ptx_get_version() and target name: the first has no sm_121a, the second assembles
+    # it, so a toolkit as old as the first is refused and Triton 3.6's own is a working fallback.
+    with zipfile.ZipFile(REAL_WHEEL[0]) as wheel:
+        for name in ("ptxas", "ptxas-blackwell"):
+            path = wheel.extract("triton/backends/nvidia/bin/" + name, str(tmp_path))
+            os.chmod(path, 0o755)
+    folder = tmp_path / "triton" / "backends" / "nvidia" / "bin"
+    old = run(REAL_SITE, "assembles", "121", str(folder / "ptxas"))
+    assert old["release"] == "12.8" and old["target"] == "sm_121a" and old["ok"] is False, old
+    assert "Value 'sm_121a' is not defined for option 'gpu-name'" in old["output"], old
+    new = run(REAL_SITE, "assembles", "121", str(folder / "ptxas-blackwell"))
+    assert new["release"] == "12.9" and new["ok"] is True, new
+
+
+def test_a_tool_that_names_no_release_is_reported(tmp_path):
+    site, unused_toolkit = triton(tmp_path, KNOBS_36, COMPILER_36)
+    silent = tmp_path / "silent"
+    silent.write_text("#!/bin/sh\nexit 0\n")
+    silent.chmod(0o755)
+    found = run(site, "assembles", "121", str(silent))
+    assert "names no release" in found["error"] and "ok" not in found, found
