@@ -21,9 +21,10 @@
 #   core-next     (after the lanes) the newest supported ansible-core under Python 3.12: unit, sanity, the
 #                 firewall scenario and the deploy on the simulated cluster (test_1, test_2)
 #   e2e cases marked `full` (pytest.ini): link and registry faults that a role run alone shows,
-#                 the 3-Spark cluster (deploy TP=3, test_5_deploy_tp3.py: about 600 s), the reset
-#                 (test_4d_reset.py), and the upgrade that serves with the rollback on request
-#                 (test_2c_upgrade.py: about 370 s)
+#                 vLLM's own executor on the 2-Spark cluster (test_4c_executor_mp.py: about 220 s
+#                 for its first two cases alone), the 3-Spark cluster (deploy TP=3,
+#                 test_5_deploy_tp3.py: about 600 s), the reset (test_4d_reset.py), and the upgrade
+#                 that serves with the rollback on request (test_2c_upgrade.py: about 370 s)
 # Usage: scripts/test.sh [stage ...]   (default: lint sanity publish unit engine molecule e2e; `full`:
 # all stages and every e2e case). Each stage's time and the e2e tests' times are printed at the end.
 set -euo pipefail
