@@ -181,6 +181,10 @@ def leak_reading(text, since):
     figures = {"unaccounted_gib": values.get("gb10_unified_memory_unaccounted_gib"),
                "threshold_gib": values.get("gb10_unified_memory_leak_threshold_gib")}
     read_at = values.get("gb10_node_metrics_read_timestamp_seconds")
+    if "gb10_node_metrics_read_ok" not in values:
+        # The node exporter answers, but without the collection's page: its reader is not running
+        # (stopped, or not yet started after a reboot).
+        return dict(figures, state="wait", why="its exporter serves no reading of the collection's reader")
     if values.get("gb10_node_metrics_read_ok") != 1:
         return dict(figures, state="wait", why="its last read of memory failed")
     if read_at is None or read_at < float(since):

@@ -380,7 +380,7 @@ def test_an_engine_that_fails_on_every_start_spends_the_budget_and_is_reported(w
         # deploy wrote: the engine that stays down fires GB10EngineDown for the head once its two
         # minutes have passed, and the spent budget GB10RestartBudgetSpent; the worker's stopped
         # reader leaves its last page with the node exporter, and GB10NodeReadingStale names that
-        # node once the page is two minutes old and stays so a minute.
+        # node once the page is a minute old and stays so a minute.
         wait_for("the stopped engine, the spent budget and the stale reading firing in Prometheus", lambda: (
             prometheus.firing("GB10EngineDown"), prometheus.firing("GB10RestartBudgetSpent"),
             prometheus.firing("GB10NodeReadingStale")) == ({head}, {head}, {worker}), 300)

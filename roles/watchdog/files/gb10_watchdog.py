@@ -355,7 +355,8 @@ class Watchdog:
         """Each node's leak verdict from its metrics exporter, on a reading taken after `since` with
         no GPU process left. An exporter that does not answer (node down, exporter off) is not
         waited for, its node reported unread, except on the nodes in `booted`: just back from a
-        reboot, their exporters start after Ray's container."""
+        reboot, their exporters start after Ray's container. One that answers without a reading
+        since the stop (the collection's reader stopped or not yet back) is waited for."""
         seen = self.read_exporters(
             lambda name, page: logic.leak_reading(page, since),
             lambda name, why: {"state": "wait" if name in booted else "unread", "why": why},

@@ -237,6 +237,15 @@ def test_a_failed_read_is_waited_for():
     assert w.leak_reading(page, 1700000000.0)["state"] == "wait"
 
 
+def test_a_node_exporter_page_without_the_readers_page_is_waited_for_and_says_so():
+    # The distribution's node exporter answers with the node's own figures alone: the collection's
+    # reader is not running there (stopped, or not yet back after a reboot).
+    page = ('# TYPE node_memory_MemTotal_bytes gauge\nnode_memory_MemTotal_bytes 1.28526217216e+11\n'
+            'node_textfile_scrape_error 0\n')
+    found = w.leak_reading(page, 1700000000.0)
+    assert (found["state"], found["why"]) == ("wait", "its exporter serves no reading of the collection's reader")
+
+
 def test_a_relaunch_reads_each_nodes_word_on_its_model_copy():
     # Role model_sync's textfile as the exporter serves it (gb10-model-sync.sh, copy_verified).
     page = ('gb10_unified_memory_leaked 0\n'
