@@ -915,6 +915,35 @@ def test_the_containers_fixed_under_a_serving_engine_stop_it_first_and_leak_noth
     assert note.count("NET/IB over roceP2p1s0f1, rocep1s0f1") == 2 and "NET/Socket" not in note, note
 
 
+@pytest.mark.rule("N5", "H4")
+def test_the_link_applied_again_under_a_serving_engine_stops_it_first_and_leaks_nothing(serving, sim_cluster, run_playbook,
+                                                                                      tmp_path):
+    # The worker's cluster address is gone while the engine of the test above serves (a hand-run
+    # `ip addr flush`, a renderer that lost it): the link role applies netplan again on that node.
+    # `netplan apply` flushes the link's addresses and restarts the renderer (the fixture kit's
+    # stand-in does as netplan does), which takes NCCL's connections and GID entries from under the
+    # engine's ranks. The role stops serving first, the engine before Ray and the containers, so
+    # the run leaks nothing; the deploy's launch step would start the engine again on the link.
+    # Last of the module's cases that need an engine: the ones after it run the link's faults.
+    head, worker = sim_cluster.hosts
+    assert healthy(head)
+    leaks_before = leaks(sim_cluster.hosts)
+    address = "%s/24" % sim_cluster.cluster_ips[worker]
+    on_host(worker, "ip", "addr", "del", address, "dev", sim_cluster.link_port)
+
+    result = run_playbook(link_playbook(tmp_path), sim_cluster.inventory, timeout=900)
+
+    assert_succeeded(result, sim_cluster.hosts)
+    applied = set(result.results_by_host(task="Apply the netplan configuration (cluster_link_apply_command)"))
+    assert applied == {worker}, result
+    order = [e["event_data"]["task"] for e in result.events if e.get("event") == "runner_on_ok"
+             and e["event_data"].get("task") in (ENGINE_STOP_TASK, CONTAINER_STOP_TASK)]
+    assert order and order[0] == ENGINE_STOP_TASK and CONTAINER_STOP_TASK in order, order
+    assert not healthy(head)
+    assert leaks(sim_cluster.hosts) == leaks_before
+    assert address in on_host(worker, "ip", "-o", "-4", "addr", "show", "dev", sim_cluster.link_port)
+
+
 # ---- the cluster link and the serving image ----------------------------------------
 # Last in this module: no test after them needs the engine, so faults on the link cannot hurt one
 # that does. Each runs the role alone, as deploy.yml's play runs it (any_errors_fatal).
