@@ -20,7 +20,8 @@ description:
     without Ray where the executor needs it (R1), or with a Ray older than 2.52 where token
     authentication is on (A3); one that loads no NCCL, or an NCCL older than the transport needs
     (2.30.7 for C(roce_ring), N7), read at runtime with C(ncclGetVersion) from the library the engine
-    loads; one that carries an NCCL configuration file (C(/etc/nccl.conf)) (N7).
+    loads; one that carries an NCCL configuration file (C(/etc/nccl.conf)) (N7); one without a
+    package of the profile's C(image_packages) at its commit (V1).
 options:
   _input:
     description: The registered result of the probe's C(community.docker.docker_container) task.
@@ -51,6 +52,8 @@ options:
       - The resolved profile the image is for. Where it spans more than one node and captures CUDA graphs
         (no C(enforce-eager), no C(cudagraph_mode) NONE), an NCCL older than 2.30.4 is refused - their collectives
         deadlock in replay (vllm-project/vllm issue 52504).
+      - Each Python distribution its C(image_packages) names must be in the image as pip installed it from that
+        repository commit (the probe reads pip's C(direct_url.json)).
     type: dict
     default: {}
 '''
@@ -69,7 +72,7 @@ _value:
   type: dict
   contains:
     probe:
-      description: What the image answered (ray, nccl, nccl_other, nccl_conf); null when it printed nothing.
+      description: What the image answered (ray, nccl, nccl_other, nccl_conf, packages); null when it printed nothing.
       type: dict
     refusals:
       description: One sentence per finding; empty when the image is fit.
@@ -100,7 +103,7 @@ def _image_verdict(result, image, host, need_ray=True, ray_auth=True, transport=
         'refusals': image_refusals(probe, image, host, status=status, output=output,
                                    need_ray=boolean(need_ray), ray_auth=boolean(ray_auth), transport=transport,
                                    cross_node_graphs=bool(profile) and int(profile.get('nodes', 1)) > 1
-                                   and cuda_graphs(profile)),
+                                   and cuda_graphs(profile), packages=(profile or {}).get('image_packages')),
         'report': image_report(probe),
     }
 

@@ -33,6 +33,9 @@ LOOPBACK_HOSTS = ('127.0.0.1', '::1')
 # rank, and the engine started inside the head) gets.
 RAY_CARRIED_PREFIXES = ('VLLM_', 'NCCL_', 'FLASH_ATTENTION_', 'LMCACHE_', 'UCX_', 'HF_', 'HUGGING_FACE_')
 RAY_CARRIED_NAMES = ('PYTHONHASHSEED',)
+# ...and, added to those, the names the engine's own environment lists in this variable (ray_env.py:
+# "additive, not replacing"; read the same way in the M3 fork).
+RAY_EXTRA_NAMES_VARIABLE = 'VLLM_RAY_EXTRA_ENV_VARS_TO_COPY'
 CHECKPOINT_FORMATS = ('bf16', 'fp16', 'fp32', 'fp8', 'nvfp4', 'mxfp4', 'gptq-int4', 'mixed-fp4-fp8')
 RULE_ID = re.compile(r'\b[AHNRVSMOX][0-9]{1,2}\b')
 # A Hub commit, as model.revision names it: a branch or tag moves, and with trust-remote-code
@@ -95,6 +98,8 @@ def model_path_problem(path, root=MODELS_ROOT):
 # Top-level overlay keys and, for dicts, which sub-keys an overlay may touch (None: any).
 OVERLAY_KEYS = {
     'image': None,
+    # Another image brings its own packages (the CPU simulation's has no GPU kernel library).
+    'image_packages': None,
     'model': ('path', 'weights_gb', 'expert_weights_gb', 'shape', 'checkpoint_format', 'family'),
     'device_args': None,
     'device_env': None,
@@ -178,6 +183,27 @@ def _deep_merge(dest, src):
             dest[key] = value
 
 
+# A Python distribution name (PEP 508) and where pip installs it from: an https repository.
+DISTRIBUTION = re.compile(r'^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$')
+PACKAGE_SOURCE = re.compile(r'^https://[A-Za-z0-9.-]+(/[A-Za-z0-9._~-]+)+$')
+
+
+def _validate_image_packages(packages, source):
+    """image_packages: the Python distributions the image must hold as pip installed them from one
+    repository commit (role serving_image asks the image; V1)."""
+    _need(isinstance(packages, dict), source, 'image_packages',
+          'must be a mapping of Python distribution name to {source, commit} ({} or absent for none)')
+    for name, wanted in packages.items():
+        field = 'image_packages.%s' % name
+        _need(isinstance(name, str) and DISTRIBUTION.match(name), source, field, 'is not a Python distribution name')
+        _need(isinstance(wanted, dict) and set(wanted) == {'source', 'commit'}, source, field,
+              'must have exactly source (the https URL of its repository) and commit (40 hex digits)')
+        _need(isinstance(wanted['source'], str) and PACKAGE_SOURCE.match(wanted['source']), source, field + '.source',
+              'must be the https URL of the repository pip installs it from, got %r' % (wanted['source'],))
+        _need(isinstance(wanted['commit'], str) and COMMIT.match(wanted['commit']), source, field + '.commit',
+              'must be a 40-digit commit (pip records the full commit it installed; a branch or tag moves)')
+
+
 def _need(cond, source, field, msg):
     if not cond:
         raise ProfileError('profile %s: %s: %s' % (source, field, msg))
@@ -258,6 +284,7 @@ def validate_profile(profile, source='<profile>'):
     _need('revision' not in model or (isinstance(model['revision'], str) and COMMIT.match(model['revision'])), source,
           'model.revision', 'must be a 40-digit commit of model.repo, not a branch or tag (a moving revision brings '
           'other files, and the model\'s own code, A1/M3)')
+    _validate_image_packages(profile.get('image_packages', {}), source)
 
     for key in ('nodes', 'tensor_parallel_size', 'readiness_timeout_s'):
         _need(_is_int(profile.get(key)) and profile[key] >= 1, source, key, 'must be an integer >= 1')
@@ -292,17 +319,21 @@ def validate_profile(profile, source='<profile>'):
                   'link\'s): remove it from the recipe')
     _need(_is_int(profile['size_args'].get('max-model-len')), source, 'size_args.max-model-len',
           'must be set: the context length the fit planner sizes the KV cache for (rule M2)')
+    engine_env = dict(profile['env'], **profile['device_env'])
+    extra = set(name.strip() for name in str(engine_env.get(RAY_EXTRA_NAMES_VARIABLE, '')).split(',') if name.strip())
     for section in ('env', 'device_env'):
         for key, value in profile[section].items():
             _need(re.match(r'^[A-Za-z_][A-Za-z0-9_]*$', key), source, '%s.%s' % (section, key),
                   'is not a valid environment variable name')
             _need(isinstance(value, (str, int, float)) and not isinstance(value, bool), source,
                   '%s.%s' % (section, key), 'environment values must be strings or numbers (quote them)')
-            _need(profile['engine'] != 'vllm' or key.startswith(RAY_CARRIED_PREFIXES) or key in RAY_CARRIED_NAMES,
-                  source, '%s.%s' % (section, key),
+            _need(profile['engine'] != 'vllm' or key.startswith(RAY_CARRIED_PREFIXES) or key in RAY_CARRIED_NAMES
+                  or key in extra, source, '%s.%s' % (section, key),
                   'vLLM does not carry it to its Ray workers, where the ranks load and run the model (it copies '
-                  'only %s* and %s): set it under ray.env instead, which every node\'s Ray container gets'
-                  % ('*, '.join(RAY_CARRIED_PREFIXES), ', '.join(RAY_CARRIED_NAMES)))
+                  'only %s*, %s and the names %s lists): set it under ray.env instead, which every node\'s Ray '
+                  'container gets, or name it in %s'
+                  % ('*, '.join(RAY_CARRIED_PREFIXES), ', '.join(RAY_CARRIED_NAMES), RAY_EXTRA_NAMES_VARIABLE,
+                     RAY_EXTRA_NAMES_VARIABLE))
 
     ray = profile.get('ray')
     _need(isinstance(ray, dict), source, 'ray', 'must be a mapping with object_store_memory_bytes and env')

@@ -296,11 +296,13 @@ def image_report(probe):
 
 
 def image_refusals(probe, image, host, status=None, output='', need_ray=True, ray_auth=True,
-                   transport='roce', cross_node_graphs=False):
+                   transport='roce', cross_node_graphs=False, packages=None):
     """What makes the image unfit to serve, one sentence each with the image, the finding and the
     fix; empty when it is fit. probe: parse_image_probe()'s result (None when the probe did not
     print one); status and output: the container's exit status and output, for the message;
-    cross_node_graphs: the launch captures CUDA graphs across more than one node."""
+    cross_node_graphs: the launch captures CUDA graphs across more than one node; packages: the
+    profile's image_packages (distribution name: {source, commit}), each of which the image must
+    hold as pip installed it from that commit."""
     head = 'host %s: image %s' % (host, image)
     copied = 'Nothing was copied.'
     if not probe:
@@ -358,4 +360,21 @@ def image_refusals(probe, image, host, status=None, output='', need_ray=True, ra
             'image without it (RUN rm -f %s in a recipe for serving_image_build_recipe) and set what it needs in '
             "the nccl_env role's variables."
             % (head, conf.get('path'), '; '.join(conf.get('settings') or []) or 'empty', copied, conf.get('path')))
+    found = probe.get('packages') or {}
+    for name, wanted in sorted((packages or {}).items()):
+        have = found.get(name) or {}
+        if have.get('commit') == wanted['commit']:
+            continue
+        if not have.get('version'):
+            held = 'has no %s (%s)' % (name, have.get('error') or 'not asked')
+        elif have.get('commit'):
+            held = 'has %s %s from %s at commit %s' % (name, have['version'], have.get('url'), have['commit'])
+        else:
+            held = 'has %s %s, not installed from a repository commit (pip recorded none)' % (name, have['version'])
+        problems.append(
+            "%s %s, and the profile's image_packages needs it from %s at commit %s: the engine's kernels come "
+            'from it, and another build of it fails at start or serves with other kernels (V1). %s Fix: build the '
+            'image with it (a recipe for serving_image_build_recipe whose Dockerfile runs pip install --no-deps '
+            '--force-reinstall "git+%s@%s"), or name an image that has it in the profile\'s image.'
+            % (head, held, wanted['source'], wanted['commit'], copied, wanted['source'], wanted['commit']))
     return problems

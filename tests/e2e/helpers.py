@@ -161,6 +161,9 @@ def kill_container_init(host, container):
     return time.time()
 
 
+NETPLAN_FILE = "/etc/netplan/60-gb10-cluster-link.yaml"  # cluster_link_netplan_dir/_file
+
+
 def on_host(host, *argv):
     """Run a command in a simulated Spark (a container of this machine's Docker); its stdout."""
     proc = subprocess.run(["docker", "exec", host] + list(argv), capture_output=True, text=True, timeout=120, check=False)

@@ -22,7 +22,7 @@ import openai
 import pytest
 import yaml
 
-from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, PLAYBOOK, PROFILE, STATUS_TASK, SUMMARY_TASK, TINY_ANSWER,
+from .helpers import (API_PORT, HEAD, KNOWN_ANSWER_TASK, NETPLAN_FILE, PLAYBOOK, PROFILE, STATUS_TASK, SUMMARY_TASK, TINY_ANSWER,
                       TOP, WORKER, api_client, api_key, assert_succeeded, gateway_ca, engine_process, link_figures, link_state,
                       on_host, run_text)
 
@@ -241,7 +241,6 @@ def test_the_run_measured_the_link_before_the_launch(sim_cluster, deployed):
     assert "2 NCCL process(es)" in line and line.count("NET/IB over roceP2p1s0f1, rocep1s0f1") == 2, line
 
 
-NETPLAN_FILE = "/etc/netplan/60-gb10-cluster-link.yaml"  # cluster_link_netplan_dir/_file
 IMAGE_SUMMARY_TASK = "Summary (per node, had / pulled / built / copied, bytes, seconds, MB/s, layers left out)"
 
 

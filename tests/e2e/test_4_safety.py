@@ -57,7 +57,7 @@ import pytest
 import yaml
 
 from .conftest import sim
-from .helpers import (CONTAINER_STOP_TASK, DRIFT, ENGINE_STOP_TASK, HEAD, engine_stops, KNOWN_ANSWER_TASK, LAUNCH, LOGS_TASK, PLAYBOOK,
+from .helpers import (CONTAINER_STOP_TASK, DRIFT, ENGINE_STOP_TASK, HEAD, NETPLAN_FILE, engine_stops, KNOWN_ANSWER_TASK, LAUNCH, LOGS_TASK, PLAYBOOK,
                       API_PORT, PORT, PROFILE, STATUS_TASK, TINY_ANSWER, TOP, WORKER, api_client, api_key, assert_succeeded, drift,
                       finding_messages, findings, gateway_ca, leaks,
                       engine_process, failure_messages, healthy, link_figures, on_host, paste, printed_playbook_command,
@@ -918,18 +918,18 @@ def test_the_containers_fixed_under_a_serving_engine_stop_it_first_and_leak_noth
 @pytest.mark.rule("N5", "H4")
 def test_the_link_applied_again_under_a_serving_engine_stops_it_first_and_leaks_nothing(serving, sim_cluster, run_playbook,
                                                                                       tmp_path):
-    # The worker's cluster address is gone while the engine of the test above serves (a hand-run
-    # `ip addr flush`, a renderer that lost it): the link role applies netplan again on that node.
-    # `netplan apply` flushes the link's addresses and restarts the renderer (the fixture kit's
-    # stand-in does as netplan does), which takes NCCL's connections and GID entries from under the
-    # engine's ranks. The role stops serving first, the engine before Ray and the containers, so
-    # the run leaks nothing; the deploy's launch step would start the engine again on the link.
+    # The worker's netplan file for the link is gone while the engine of the test above serves over
+    # the link (a hand clean-up of /etc/netplan, a restore without it): the link role writes it again
+    # and applies netplan on that node. `netplan apply` flushes the link's addresses and restarts
+    # the renderer (the fixture kit's stand-in does as netplan does), which takes NCCL's connections
+    # and GID entries from under the engine's ranks. The role stops serving first, the engine before
+    # Ray and the containers, while the link still carries their shutdown, so the run leaks nothing;
+    # the deploy's launch step would start the engine again on the link.
     # Last of the module's cases that need an engine: the ones after it run the link's faults.
     head, worker = sim_cluster.hosts
     assert healthy(head)
     leaks_before = leaks(sim_cluster.hosts)
-    address = "%s/24" % sim_cluster.cluster_ips[worker]
-    on_host(worker, "ip", "addr", "del", address, "dev", sim_cluster.link_port)
+    on_host(worker, "rm", NETPLAN_FILE)
 
     result = run_playbook(link_playbook(tmp_path), sim_cluster.inventory, timeout=900)
 
@@ -941,7 +941,9 @@ def test_the_link_applied_again_under_a_serving_engine_stops_it_first_and_leaks_
     assert order and order[0] == ENGINE_STOP_TASK and CONTAINER_STOP_TASK in order, order
     assert not healthy(head)
     assert leaks(sim_cluster.hosts) == leaks_before
+    address = "%s/24" % sim_cluster.cluster_ips[worker]
     assert address in on_host(worker, "ip", "-o", "-4", "addr", "show", "dev", sim_cluster.link_port)
+    assert on_host(worker, "test", "-f", NETPLAN_FILE) == ""
 
 
 # ---- the cluster link and the serving image ----------------------------------------

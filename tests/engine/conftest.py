@@ -5,6 +5,7 @@ sources but not ansible: the profiles are read with PyYAML and rendered with the
 module_utils, which import nothing from ansible.
 """
 import glob
+import json
 import os
 import sys
 
@@ -27,6 +28,11 @@ def _load_yaml(path):
         return yaml.safe_load(handle)
 
 
+def _load_json(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
 RAW = dict((os.path.basename(p)[:-4], _load_yaml(p)) for p in sorted(glob.glob(os.path.join(PROFILES_DIR, '*.yml'))))
 OVERLAYS = dict((os.path.basename(p)[:-4], _load_yaml(p))
                 for p in sorted(glob.glob(os.path.join(PROFILES_DIR, 'overlays', '*.yml'))))
@@ -36,6 +42,14 @@ OVERLAYS = dict((os.path.basename(p)[:-4], _load_yaml(p))
 VARIANTS = [(name, None) for name in RAW] + [(name, ov) for name in RAW for ov in OVERLAYS
                                              if not (ov == 'sim-cpu' and (RAW[name].get('pipeline_parallel_size', 1) > 2
                                                                           or RAW[name]['engine_args'].get('enable-expert-parallel')))]
+
+
+# The vLLM forks some profiles' images are built from, as read from the fork's own source at one
+# commit (tests/engine/forks/*.json): a profile named there is checked against the fork's attention
+# backends and environment variables instead of vLLM 0.32's; its flags still go through 0.32's parser.
+FORKS = [_load_json(p) for p in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                              'forks', '*.json')))]
+FORK_OF = dict((name, fork) for fork in FORKS for name in fork['profiles'])
 
 
 def variant(name, overlay):

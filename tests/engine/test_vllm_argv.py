@@ -6,7 +6,7 @@ import pytest
 
 from ansible_collections.gb10.serving.plugins.module_utils.render import engine_env, vllm_serve_argv
 
-from conftest import VARIANTS, variant
+from conftest import FORK_OF, VARIANTS, variant
 
 # The rules this module shows as a whole (docs/rules.md, built from these marks).
 pytestmark = pytest.mark.rule("V1", "V3", "V5", "V6")
@@ -22,8 +22,9 @@ def parse(parser, argv):
     return parser.parse_args(argv[2:])
 
 
-def registry_problems(args):
-    """What vLLM's parser does not check but its registries do."""
+def registry_problems(args, fork=None):
+    """What vLLM's parser does not check but its registries do; fork: the fork's own definitions
+    (conftest.FORKS) for a profile whose image is built from one."""
     from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
     from vllm.model_executor.model_loader import _LOAD_FORMAT_TO_MODEL_LOADER
     from vllm.reasoning import ReasoningParserManager
@@ -38,8 +39,9 @@ def registry_problems(args):
     if args.load_format not in _LOAD_FORMAT_TO_MODEL_LOADER:
         problems.append('load-format %s has no model loader' % args.load_format)
     backend = args.attention_backend
-    if backend is not None and getattr(backend, 'name', backend) not in AttentionBackendEnum.__members__:
-        problems.append('attention-backend %s is not a backend' % backend)
+    backends = fork['attention_backends'] if fork else AttentionBackendEnum.__members__
+    if backend is not None and getattr(backend, 'name', backend) not in backends:
+        problems.append('attention-backend %s is not a backend of %s' % (backend, fork['repository'] if fork else 'vLLM'))
     if args.quantization is not None and args.quantization not in QUANTIZATION_METHODS:
         problems.append('quantization %s is not a method' % args.quantization)
     return problems
@@ -55,7 +57,8 @@ def test_rendered_argv_parses_and_values_are_registered(vllm_parser, name, overl
     assert args.gpu_memory_utilization == prof['gpu_memory_utilization']
     assert args.max_model_len == prof['size_args']['max-model-len']
     assert args.port == prof['serve']['port']
-    assert registry_problems(args) == []
+    # The sim overlay runs vLLM 0.32's CPU build itself, whatever the image of the real profile.
+    assert registry_problems(args, None if overlay else FORK_OF.get(name)) == []
 
 
 @pytest.mark.rule("A6")
@@ -79,9 +82,11 @@ def test_the_engine_fetches_no_media_url_and_reads_no_local_file(vllm_parser, na
 @pytest.mark.parametrize('name,overlay', VARIANTS)
 def test_engine_env_names_are_known_to_vllm(name, overlay):
     from vllm import envs
+    fork = None if overlay else FORK_OF.get(name)
+    known = set(fork['environment_variables']) if fork else set(envs.environment_variables)
     names = {k for k in engine_env(variant(name, overlay)) if k.startswith('VLLM_')}
-    unknown = names - set(envs.environment_variables)
-    assert not unknown, 'env names vLLM 0.32 does not read: %s' % sorted(unknown)
+    unknown = names - known
+    assert not unknown, 'env names %s does not read: %s' % (fork['repository'] if fork else 'vLLM 0.32', sorted(unknown))
 
 
 def test_legacy_env_names_are_really_gone_from_vllm_032():
@@ -161,6 +166,19 @@ def test_registry_check_catches_what_the_parser_accepts(vllm_parser):
     assert len(registry_problems(args)) == 4
 
 
+def test_the_m3_fork_and_vllm_032_name_the_b12x_attention_backend_apart(vllm_parser):
+    # Each name passes only where it is registered: the fork's definitions are not 0.32's.
+    from vllm import envs
+    fork = FORK_OF['minimax-m3-nvfp4']
+    args = parse(vllm_parser, vllm_serve_argv(variant('minimax-m3-nvfp4', None), head_ip='10.0.0.1'))
+    assert registry_problems(args) == ['attention-backend B12X_ATTN is not a backend of vLLM']
+    args.attention_backend = 'B12X'
+    assert registry_problems(args, fork) == ['attention-backend B12X is not a backend of local-inference-lab/vllm']
+    assert registry_problems(args) == []
+    assert 'VLLM_USE_B12X_MINIMAX_M3_MSA' in fork['environment_variables']
+    assert 'VLLM_USE_B12X_MINIMAX_M3_MSA' not in envs.environment_variables
+
+
 @pytest.mark.rule("V5")
 def test_deepseek_v4_pages_in_the_block_size_its_sparse_mla_takes(vllm_parser):
     args = parse(vllm_parser, vllm_serve_argv(variant('deepseek-v4-flash', None)))
@@ -169,11 +187,21 @@ def test_deepseek_v4_pages_in_the_block_size_its_sparse_mla_takes(vllm_parser):
 
 @pytest.mark.rule("V5")
 def test_m3_is_the_field_recipe_of_three_sparks(vllm_parser):
-    """The published three-Spark M3 TP=3 run: the vision tower's 16 heads do not split
-    over 3 ranks, b12x kernels, fp8 KV in 128-token blocks, sizes for a head at ~96 % of RAM."""
-    args = parse(vllm_parser, vllm_serve_argv(variant('minimax-m3-nvfp4', None), head_ip='10.0.0.1'))
+    """The published three-Spark M3 TP=3 launcher (m3vllm.sh): the vision tower's 16 heads do not
+    split over 3 ranks, the fork's b12x kernels by flag and by switch, fp8 KV in 128-token blocks,
+    piecewise CUDA graphs, sizes for a head at ~96 % of RAM."""
+    prof = variant('minimax-m3-nvfp4', None)
+    args = parse(vllm_parser, vllm_serve_argv(prof, head_ip='10.0.0.1'))
     assert args.mm_encoder_tp_mode == 'data' and args.skip_mm_profiling
-    assert getattr(args.attention_backend, 'name', args.attention_backend) == 'B12X'
-    assert args.moe_backend == 'b12x'
-    assert (args.kv_cache_dtype, args.block_size) == ('fp8', 128)
-    assert (args.gpu_memory_utilization, args.max_num_seqs, args.max_num_batched_tokens) == (0.82, 2, 512)
+    assert getattr(args.attention_backend, 'name', args.attention_backend) == 'B12X_ATTN'
+    assert (args.moe_backend, args.quantization) == ('b12x', 'modelopt_fp4')
+    assert (args.kv_cache_dtype, args.block_size) == ('fp8_e4m3', 128)
+    assert (args.compilation_config.mode, args.compilation_config.cudagraph_mode.name) == (3, 'PIECEWISE')
+    assert args.enable_chunked_prefill and args.enable_prefix_caching
+    assert (args.gpu_memory_utilization, args.max_num_seqs, args.max_num_batched_tokens, args.max_model_len) \
+        == (0.82, 2, 512, 200000)
+    env = engine_env(prof)
+    assert {k: env[k] for k in ('VLLM_USE_B12X_MOE', 'VLLM_USE_B12X_MINIMAX_M3_MSA', 'VLLM_USE_B12X_SPARSE_INDEXER',
+                                'VLLM_USE_B12X_FP8_GEMM', 'CUTE_DSL_ARCH')} \
+        == {'VLLM_USE_B12X_MOE': '1', 'VLLM_USE_B12X_MINIMAX_M3_MSA': '1', 'VLLM_USE_B12X_SPARSE_INDEXER': '1',
+            'VLLM_USE_B12X_FP8_GEMM': '0', 'CUTE_DSL_ARCH': 'sm_121a'}

@@ -20,7 +20,11 @@ out), before the image goes to any other node, and prints one JSON line prefixed
   pip library was swapped for the system one (vllm-project/vllm issues 41725 and 42354);
 - nccl_conf: NCCL's own configuration files in the image (/etc/nccl.conf, and NCCL_CONF_FILE when
   the image's environment sets it), with their settings: NCCL reads them beside the environment,
-  so one baked into the image sets what the cluster's env file (N1-N4) leaves unset.
+  so one baked into the image sets what the cluster's env file (N1-N4) leaves unset;
+- packages: for each Python distribution named in GB10_IMAGE_PACKAGES (comma-separated: the
+  profile's image_packages), its version and, for one pip installed from a repository, the URL
+  and commit pip recorded (its direct_url.json, PEP 610): a kernel library that the field's
+  launcher installs at container start from one commit is then checked in the image instead.
 
 Self-contained on purpose (it runs in the image, where the collection is not installed): the
 verdict is plugins/module_utils/serving_image.py's image_refusals(), and role link_check's probe
@@ -155,9 +159,28 @@ def probe_ray():
         return {'version': None, 'error': '%s: %s' % (type(exc).__name__, str(exc)[:300])}
 
 
+def probe_packages(names):
+    found = {}
+    for name in names:
+        entry = {'version': None, 'url': None, 'commit': None, 'error': None}
+        try:
+            from importlib import metadata
+            distribution = metadata.distribution(name)
+            entry['version'] = distribution.version
+            direct = json.loads(distribution.read_text('direct_url.json') or 'null') or {}
+            entry['url'] = direct.get('url')
+            entry['commit'] = (direct.get('vcs_info') or {}).get('commit_id')
+        except Exception as exc:  # pylint: disable=broad-except
+            entry['error'] = '%s: %s' % (type(exc).__name__, str(exc)[:200])
+        found[name] = entry
+    return found
+
+
 def main():
     nccl, others = probe_nccl()
-    result = {'ray': probe_ray(), 'nccl': nccl, 'nccl_other': others, 'nccl_conf': probe_conf()}
+    names = [name.strip() for name in os.environ.get('GB10_IMAGE_PACKAGES', '').split(',') if name.strip()]
+    result = {'ray': probe_ray(), 'nccl': nccl, 'nccl_other': others, 'nccl_conf': probe_conf(),
+              'packages': probe_packages(names)}
     sys.stdout.write(PREFIX + json.dumps(result, sort_keys=True) + '\n')
     sys.stdout.flush()
     return 0

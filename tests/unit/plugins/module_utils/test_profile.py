@@ -177,6 +177,21 @@ def test_an_engine_env_entry_that_vllm_does_not_carry_to_its_ray_workers_is_refu
         P.load('minimax-m27-nvfp4', raw)
 
 
+@pytest.mark.rule("M1")
+def test_a_name_the_engine_asks_vllm_to_carry_to_its_ray_workers_is_taken():
+    # vLLM adds the names its VLLM_RAY_EXTRA_ENV_VARS_TO_COPY lists to what it copies (ray_env.py);
+    # a name left out of that list is still refused.
+    def named(listed):
+        return _broken(lambda p: (p['device_env'].update({'TORCH_CUDA_ARCH_LIST': '12.1a', 'CUTE_DSL_ARCH': 'sm_121a',
+                                                          'VLLM_RAY_EXTRA_ENV_VARS_TO_COPY': listed}),
+                                  p['why'].update({'device_env': 'test (V1)'})))
+    profile = P.load('minimax-m27-nvfp4', named('TORCH_CUDA_ARCH_LIST, CUTE_DSL_ARCH'))
+    assert profile['device_env']['CUTE_DSL_ARCH'] == 'sm_121a'
+    with pytest.raises(P.ProfileError, match=r"device_env.CUTE_DSL_ARCH: vLLM does not carry it.*or name it in "
+                                             r"VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"):
+        P.load('minimax-m27-nvfp4', named('TORCH_CUDA_ARCH_LIST'))
+
+
 def test_variables_vllm_carries_and_ray_env_take_any_name():
     raw = _broken(lambda p: (p['env'].update({'NCCL_DEBUG_SUBSYS': 'INIT', 'PYTHONHASHSEED': '0'}),
                              p['ray']['env'].update({'SAFETENSORS_FAST_GPU': '1'}),
@@ -434,3 +449,19 @@ def test_a_media_domain_that_is_no_host_name_is_refused_naming_the_field(domains
 def test_host_names_a_site_trusts_are_taken_as_the_engines_media_domains():
     raw = _broken(lambda p: p['serve'].update({'media_domains': ['images.example.com', 'cdn.example.org']}))
     assert P.load('minimax-m27-nvfp4', raw)['serve']['media_domains'] == ['images.example.com', 'cdn.example.org']
+
+
+@pytest.mark.rule("V1")
+@pytest.mark.parametrize('packages, said', [
+    ({'b12x': {'source': 'https://github.com/lukealonso/b12x.git', 'commit': 'master'}},
+     r'image_packages.b12x.commit: must be a 40-digit commit'),
+    ({'b12x': {'source': 'git@github.com:lukealonso/b12x.git', 'commit': '0' * 40}},
+     r'image_packages.b12x.source: must be the https URL'),
+    ({'b12x': {'commit': '0' * 40}}, r'image_packages.b12x: must have exactly source .* and commit'),
+    ({'b12x ; rm': {'source': 'https://github.com/lukealonso/b12x.git', 'commit': '0' * 40}},
+     r'is not a Python distribution name'),
+])
+def test_image_packages_name_a_distribution_its_https_repository_and_a_full_commit(packages, said):
+    raw = _broken(lambda p: (p.update({'image_packages': packages}), p['why'].update({'image_packages': 'test (V1)'})))
+    with pytest.raises(P.ProfileError, match=said):
+        P.load('minimax-m27-nvfp4', raw)

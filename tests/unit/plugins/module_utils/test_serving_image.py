@@ -208,7 +208,9 @@ def test_cross_node_cuda_graphs_refuse_an_nccl_before_2_30_4_and_eager_or_graphl
         probe = {"ray": {"version": "2.60.0", "error": None},
                  "nccl": {"version": code, "path": "/usr/lib/aarch64-linux-gnu/libnccl.so.2", "kind": "system",
                           "name": "libnccl.so.2", "asked": "vllm", "error": None},
-                 "nccl_other": [], "nccl_conf": []}
+                 "nccl_other": [], "nccl_conf": [],
+                 "packages": {"b12x": {"version": "1.3.0", "url": "https://github.com/lukealonso/b12x.git",
+                                       "commit": B12X, "error": None}}}
         output = "GB10_IMAGE_PROBE " + json.dumps(probe)
         return _image_verdict({"container": {"Output": output, "State": {"ExitCode": 0}}}, "x:1", "spark1",
                               profile=profile)["refusals"]
@@ -222,3 +224,43 @@ def test_cross_node_cuda_graphs_refuse_an_nccl_before_2_30_4_and_eager_or_graphl
     # M2.7's recipe runs cudagraph_mode NONE; the simulation's overlay runs eager; one node crosses nothing.
     assert verdict(22809, m27) == [] and verdict(22809, sim("minimax-m3-nvfp4")) == []
     assert verdict(22809, dict(m3, nodes=1)) == [] and verdict(22809, None) == []
+
+
+B12X = "08e980c303b0b6291700a6b85aa09aa874fc27cb"  # the M3 profile's image_packages
+
+
+@pytest.mark.rule("V1")
+@pytest.mark.parametrize("held, said", [
+    (None, "has no b12x (not asked)"),
+    ({"version": None, "url": None, "commit": None, "error": "PackageNotFoundError: No package metadata was found for b12x"},
+     "has no b12x (PackageNotFoundError"),
+    ({"version": "1.3.0", "url": "https://github.com/lukealonso/b12x.git", "commit": "c4222d09ad5cf52e4e5765f8218988379d53e080",
+      "error": None}, "has b12x 1.3.0 from https://github.com/lukealonso/b12x.git at commit c4222d09ad5cf52e4e5765f8218988379d53e080"),
+    ({"version": "1.3.0", "url": None, "commit": None, "error": None}, "has b12x 1.3.0, not installed from a repository commit (pip recorded none)"),
+])
+def test_an_image_without_the_profiles_package_commit_is_refused_with_the_line_that_builds_it(held, said):
+    # The published M3 launcher pip-installs b12x at 08e980c at every container start; the collection
+    # asks the image instead, before any copy, and names the line a build recipe runs.
+    from ansible_collections.gb10.serving.plugins.filter.image_verdict import _image_verdict
+    from profile_helpers import real, sim
+
+    m3 = real("minimax-m3-nvfp4")
+    assert m3["image_packages"] == {"b12x": {"source": "https://github.com/lukealonso/b12x.git", "commit": B12X}}
+    probe = {"ray": {"version": "2.60.0", "error": None},
+             "nccl": {"version": 23007, "path": "/usr/lib/libnccl.so.2", "kind": "system", "name": "libnccl.so.2",
+                      "asked": "vllm", "error": None},
+             "nccl_other": [], "nccl_conf": [], "packages": {} if held is None else {"b12x": held}}
+
+    def refusals(profile, found):
+        output = "GB10_IMAGE_PROBE " + json.dumps(dict(probe, packages=found))
+        return _image_verdict({"container": {"Output": output, "State": {"ExitCode": 0}}}, "m3:1", "spark1",
+                              profile=profile)["refusals"]
+
+    refused = refusals(m3, probe["packages"])
+    assert len(refused) == 1, refused
+    assert refused[0].startswith("host spark1: image m3:1 " + said), refused
+    assert ("needs it from https://github.com/lukealonso/b12x.git at commit %s" % B12X) in refused[0]
+    assert ('pip install --no-deps --force-reinstall "git+https://github.com/lukealonso/b12x.git@%s"' % B12X) in refused[0]
+    # The commit pip recorded passes; the simulation's overlay names no package.
+    assert refusals(m3, {"b12x": dict(held or {}, version="1.3.0", commit=B12X)}) == []
+    assert refusals(sim("minimax-m3-nvfp4"), probe["packages"]) == []
