@@ -916,30 +916,44 @@ def test_the_containers_fixed_under_a_serving_engine_stop_it_first_and_leak_noth
 
 
 @pytest.mark.rule("N5", "H4")
-def test_the_link_applied_again_under_a_serving_engine_stops_it_first_and_leaks_nothing(serving, sim_cluster, run_playbook,
-                                                                                      tmp_path):
-    # The worker's netplan file for the link is gone while the engine of the test above serves over
-    # the link (a hand clean-up of /etc/netplan, a restore without it): the link role writes it again
-    # and applies netplan on that node. `netplan apply` flushes the link's addresses and restarts
-    # the renderer (the fixture kit's stand-in does as netplan does), which takes NCCL's connections
-    # and GID entries from under the engine's ranks. The role stops serving first, the engine before
-    # Ray and the containers, while the link still carries their shutdown, so the run leaks nothing;
-    # the deploy's launch step would start the engine again on the link.
+def test_the_link_is_never_applied_under_a_serving_engine_and_the_printed_teardown_lets_it(serving, sim_cluster,
+                                                                                          run_playbook, tmp_path):
+    # The worker's netplan file for the link is gone while the engine serves over the link (a hand
+    # clean-up of /etc/netplan, a restore without it): the link must be written and applied there
+    # again. `netplan apply` flushes the link's addresses and restarts the renderer (the fixture
+    # kit's stand-in does as netplan does), under the engine's ranks. The role refuses before it
+    # writes anything, the engine still serving; the teardown its message prints, pasted as
+    # printed, stops serving in the order that frees the memory, and the same run then applies it.
     # Last of the module's cases that need an engine: the ones after it run the link's faults.
     head, worker = sim_cluster.hosts
     assert healthy(head)
     leaks_before = leaks(sim_cluster.hosts)
     on_host(worker, "rm", NETPLAN_FILE)
+    playbook = link_playbook(tmp_path)
+    apply_task = "Apply the netplan configuration (cluster_link_apply_command)"
 
-    result = run_playbook(link_playbook(tmp_path), sim_cluster.inventory, timeout=900)
+    refused = run_playbook(playbook, sim_cluster.inventory, timeout=900)
 
-    assert_succeeded(result, sim_cluster.hosts)
-    applied = set(result.results_by_host(task="Apply the netplan configuration (cluster_link_apply_command)"))
-    assert applied == {worker}, result
-    order = [e["event_data"]["task"] for e in result.events if e.get("event") == "runner_on_ok"
-             and e["event_data"].get("task") in (ENGINE_STOP_TASK, CONTAINER_STOP_TASK)]
-    assert order and order[0] == ENGINE_STOP_TASK and CONTAINER_STOP_TASK in order, order
-    assert not healthy(head)
+    assert refused.status == "failed", refused
+    messages = failure_messages(refused, "Refuse to apply the link under a serving engine (N5, H4)")
+    assert set(messages) == {worker}, refused.failures()
+    message = messages[worker]
+    assert message.startswith("host %s: the cluster link must be applied here (its netplan file %s is missing or "
+                              "differs)" % (worker, NETPLAN_FILE)), message
+    assert "the engine serves over it in gb10-ray-worker" in message and "Nothing was changed." in message, message
+    assert not refused.results_by_host(task=apply_task)
+    assert healthy(head)
+    missing = subprocess.run(["docker", "exec", worker, "test", "-e", NETPLAN_FILE], check=False, timeout=60)
+    assert missing.returncode == 1
+    argv = printed_playbook_command(message)
+    assert os.path.samefile(argv[1], os.path.join(TOP, "playbooks", "teardown.yml")), argv
+    assert argv[2] == "-i" and os.path.samefile(argv[3], os.path.join(TOP, sim_cluster.inventory)), argv
+    assert_succeeded(run_playbook(argv[1], argv[3], timeout=900), sim_cluster.hosts)
+
+    applied = run_playbook(playbook, sim_cluster.inventory, timeout=900)
+
+    assert_succeeded(applied, sim_cluster.hosts)
+    assert set(applied.results_by_host(task=apply_task)) == {worker}, applied
     assert leaks(sim_cluster.hosts) == leaks_before
     address = "%s/24" % sim_cluster.cluster_ips[worker]
     assert address in on_host(worker, "ip", "-o", "-4", "addr", "show", "dev", sim_cluster.link_port)
