@@ -928,7 +928,7 @@ def test_the_link_is_never_applied_under_a_serving_engine_and_the_printed_teardo
     head, worker = sim_cluster.hosts
     assert healthy(head)
     leaks_before = leaks(sim_cluster.hosts)
-    on_host(worker, "rm", NETPLAN_FILE)
+    on_host(worker, "rm", "-f", NETPLAN_FILE)
     playbook = link_playbook(tmp_path)
     apply_task = "Apply the netplan configuration (cluster_link_apply_command)"
 
