@@ -916,8 +916,8 @@ def test_the_containers_fixed_under_a_serving_engine_stop_it_first_and_leak_noth
 
 
 @pytest.mark.rule("N5", "H4")
-def test_the_link_is_never_applied_under_a_serving_engine_and_the_printed_teardown_lets_it(serving, sim_cluster,
-                                                                                          run_playbook, tmp_path):
+def test_the_link_is_never_applied_under_a_serving_engine_and_the_printed_teardown_lets_it(
+        serving, sim_cluster, run_playbook, tmp_path):
     # The worker's netplan file for the link is gone while the engine serves over the link (a hand
     # clean-up of /etc/netplan, a restore without it): the link must be written and applied there
     # again. `netplan apply` flushes the link's addresses and restarts the renderer (the fixture
