@@ -400,3 +400,24 @@ def test_a_gpu_stuck_in_its_low_power_state_clocks_low_under_load_and_a_reboot_k
     assert query() == (890, 0)
     assert kit.run('gb10-test-boot').returncode == 0
     assert state(kit)['gpu_clock_stuck'] == '1' and query() == (890, 0)
+
+
+@pytest.mark.rule("H12")
+def test_a_clock_lock_caps_the_sm_clock_until_reset_or_the_next_boot(kit):
+    # nvidia-smi -lgc 0,2200 locked at boot by a unit: SM 2184-2190 MHz idle under it, against ~2223
+    # unlocked (tonyd2wild/DeepSeek-V4.1-Flash-vLLM-DGX-Spark issue 1; nvidia_smi.py's CLOCKS).
+    assert kit.run('gb10-test-boot').returncode == 0
+
+    def clock():
+        out = kit.run('nvidia-smi', '--query-gpu=clocks.sm', '--format=csv,noheader,nounits')
+        assert out.returncode == 0, out.stdout
+        return int(out.stdout)
+
+    assert clock() == 2223
+    locked = kit.run('nvidia-smi', '-lgc', '0,2000')
+    assert locked.returncode == 0 and 'gpuClkMax 2000' in locked.stdout, locked.stdout
+    assert clock() == 2000
+    assert kit.run('nvidia-smi', '-rgc').returncode == 0 and clock() == 2223
+    assert kit.run('nvidia-smi', '--lock-gpu-clocks=0,2100').returncode == 0 and clock() == 2100
+    assert kit.run('gb10-test-boot').returncode == 0 and clock() == 2223  # a boot drops the lock
+    assert kit.run('nvidia-smi', '-lgc', '2000').returncode == 2
